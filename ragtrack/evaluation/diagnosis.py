@@ -1,0 +1,100 @@
+"""Reading the numbers: which stage to fix first, and the items that show it.
+
+Retrieval first, then generation — a generator cannot use material it never
+saw. Each rule names a symptom, where it points, the usual fixes, and the
+worst items for that symptom so the reader can look at real cases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragtrack.evaluation.aggregate import item_value
+from ragtrack.evaluation.runner import ItemRecord
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    recall: float = 0.7
+    precision: float = 0.4
+    mrr: float = 0.6
+    groundedness: float = 0.75  # normalised 0–1
+    relevance: float = 0.6  # normalised 0–1
+    high: float = 0.8  # what counts as "high" in the combined rules
+
+
+@dataclass(frozen=True)
+class Finding:
+    symptom: str
+    meaning: str
+    fixes: str
+    worst: tuple[tuple[str, float], ...]  # (item id, value), worst first
+
+
+def _worst(records: list[ItemRecord], metric: str, n: int = 3) -> tuple[tuple[str, float], ...]:
+    scored = [(r.id, v) for r in records if (v := item_value(r, metric)) is not None]
+    return tuple(sorted(scored, key=lambda x: (x[1], x[0]))[:n])
+
+
+def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds = Thresholds()) -> list[Finding]:
+    """Apply the diagnosis rules to one run's aggregate metrics."""
+    out: list[Finding] = []
+    recall, precision, mrr = metrics.get("context_recall"), metrics.get("context_precision"), metrics.get("mrr")
+    grounded, relevant = metrics.get("groundedness_norm"), metrics.get("relevance_norm")
+
+    if recall is not None and recall < t.recall:
+        if precision is not None and precision >= t.high:
+            meaning = "retrieval is too conservative: what it returns is right, but it returns too little"
+            fixes = "raise top_k or the first-stage pool, add multi-query rewriting or hybrid BM25"
+        else:
+            meaning = "the generator never saw part of the material it needed"
+            fixes = "revisit chunking and embeddings, raise top_k, add hybrid BM25 and query rewriting"
+        out.append(Finding(f"low context recall ({recall:.2f})", meaning, fixes, _worst(records, "context_recall")))
+    if precision is not None and precision < t.precision:
+        out.append(
+            Finding(
+                f"low context precision ({precision:.2f})",
+                "noise: most contexts handed to the generator are not needed",
+                "add a reranker, a score threshold or metadata filters; lower top_k",
+                _worst(records, "context_precision"),
+            )
+        )
+    if mrr is not None and mrr < t.mrr:
+        out.append(
+            Finding(
+                f"low MRR ({mrr:.2f})",
+                "the right context is found but ranked low, where models attend least",
+                "add or tune a cross-encoder reranker; reweight hybrid fusion",
+                _worst(records, "mrr"),
+            )
+        )
+    if grounded is not None and grounded < t.groundedness:
+        out.append(
+            Finding(
+                f"low groundedness ({grounded:.2f})",
+                "the generator adds claims the contexts do not support",
+                "tighten the prompt to the contexts only, lower temperature, or change the generator model",
+                _worst(records, "groundedness_norm"),
+            )
+        )
+    if relevant is not None and relevant < t.relevance:
+        if grounded is not None and grounded >= t.high:
+            meaning = "faithful answers to the wrong material: retrieval handed over the wrong contexts"
+            fixes = "fix retrieval first (recall, reranking), not the prompt"
+        else:
+            meaning = "answers drift from the question"
+            fixes = "sharpen the task instruction in the answer prompt"
+        out.append(Finding(f"low relevance ({relevant:.2f})", meaning, fixes, _worst(records, "relevance_norm")))
+    return out
+
+
+def render(findings: list[Finding]) -> str:
+    if not findings:
+        return "No symptom crossed its threshold."
+    lines = []
+    for f in findings:
+        lines.append(f"- {f.symptom}: {f.meaning}.")
+        lines.append(f"  try: {f.fixes}.")
+        if f.worst:
+            lines.append("  worst items: " + ", ".join(f"{i} ({v:.2f})" for i, v in f.worst))
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""Heuristic judges: the offline fallback when no LLM judge is configured.
+
+They are lexical, fast and deterministic, and they are *weak*: they cannot
+see paraphrase or contradiction. ragtrack logs them as ``judge=heuristic`` so
+nobody mistakes them for an LLM's verdict, and ``ragtrack judge calibrate``
+measures how far they agree with human labels (see the README).
+
+Each returns an integer score 1–5 and a short reason, like the LLM judges.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ragtrack.text import content_tokens, split_sentences
+
+_BACKTICKED = re.compile(r"`([^`]+)`")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
+_IDENTIFIER = re.compile(r"\b[\w-]*[_.\d][\w.-]*\b")
+_STITCH = re.compile(
+    r"according to (?:the )?(?:source|context|document|passage)\s*\d|\[\d+\]"
+    r"|(?:source|context|passage)\s*\d+\s+(?:says|states|mentions)"
+    r"|根据(?:资料|上下文|文档|来源)\s*\d|(?:资料|上下文|来源)\s*\d+\s*(?:中|提到|指出|显示)",
+    re.IGNORECASE,
+)
+
+
+def _band(ratio: float, cuts: tuple[float, float, float, float] = (0.8, 0.6, 0.4, 0.2)) -> int:
+    """Map a 0–1 ratio to 5..1 by descending cut points."""
+    for score, cut in zip((5, 4, 3, 2), cuts, strict=True):
+        if ratio >= cut:
+            return score
+    return 1
+
+
+def key_facts(text: str) -> list[str]:
+    """Checkable facts of a reference answer: backticked terms, numbers, identifiers."""
+    facts = _BACKTICKED.findall(text)
+    rest = _BACKTICKED.sub(" ", text)
+    facts += _NUMBER.findall(rest) + [m for m in _IDENTIFIER.findall(rest) if not m.isdigit()]
+    return list(dict.fromkeys(f.strip() for f in facts if f.strip()))
+
+
+def correctness(answer: str, gt_answer: str) -> tuple[int, str]:
+    """Share of the reference's key facts and content words that the answer contains."""
+    if not answer.strip():
+        return 1, "empty answer"
+    low = answer.lower()
+    facts = key_facts(gt_answer)
+    found = [f for f in facts if f.lower() in low]
+    gt_words = set(content_tokens(gt_answer))
+    word_recall = len(gt_words & set(content_tokens(answer))) / len(gt_words) if gt_words else 0.0
+    fact_recall = len(found) / len(facts) if facts else word_recall
+    score = _band(0.5 * fact_recall + 0.5 * word_recall)
+    missing = [f for f in facts if f not in found][:4]
+    reason = f"{len(found)}/{len(facts)} key facts and {word_recall:.0%} of the reference's content words present"
+    return score, reason + (f"; missing: {', '.join(missing)}" if missing else "")
+
+
+def _supported(sentence: str, contexts: tuple[str, ...]) -> bool:
+    words = set(content_tokens(sentence))
+    numbers = set(_NUMBER.findall(sentence))
+    for ctx in contexts:
+        ctx_words = set(content_tokens(ctx))
+        covered = len(words & ctx_words) / len(words) if words else 1.0
+        if covered >= 0.8 and all(n in ctx for n in numbers):
+            return True
+    return False
+
+
+def groundedness(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
+    """Share of answer sentences whose content words (and every number) appear in one context."""
+    sentences = split_sentences(answer)
+    if not sentences:
+        return 1, "empty answer"
+    unsupported = [s for s in sentences if not _supported(s, contexts)]
+    share = 1 - len(unsupported) / len(sentences)
+    score = 5 if share == 1 else _band(share, (2.0, 0.75, 0.5, 0.25))
+    if not unsupported:
+        return score, f"all {len(sentences)} statements supported by the contexts"
+    quoted = "; ".join(f'"{s[:60]}"' for s in unsupported[:2])
+    return score, f"{len(unsupported)}/{len(sentences)} statements unsupported, e.g. {quoted}"
+
+
+def relevance(question: str, answer: str) -> tuple[int, str]:
+    """Does the answer address the question's content words without merely repeating them?"""
+    q_words = set(content_tokens(question))
+    a_words = set(content_tokens(answer))
+    if not a_words:
+        return 1, "empty answer"
+    new_words = a_words - q_words
+    if len(new_words) <= 1:
+        return 1, "the answer only repeats the question"
+    coverage = len(q_words & a_words) / len(q_words) if q_words else 1.0
+    score = _band(coverage, (0.7, 0.5, 0.3, 0.0001))
+    return score, f"the answer addresses {coverage:.0%} of the question's content words"
+
+
+def organization(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
+    """Penalise stitching marks and verbatim copying of the contexts."""
+    sentences = split_sentences(answer)
+    if not sentences:
+        return 1, "empty answer"
+    joined = " ".join(contexts)
+    verbatim = sum(s in joined for s in sentences) / len(sentences)
+    if answer.strip() in (c.strip() for c in contexts) or (verbatim == 1 and len(sentences) > 6):
+        return 1, "copies the contexts wholesale"
+    if _STITCH.search(answer):
+        return 3, "stitching marks (source/context references) left in the answer"
+    if verbatim >= 0.75:
+        return 3, f"{verbatim:.0%} of sentences are excerpts copied from the contexts"
+    if verbatim >= 0.4:
+        return 4, f"mostly rewritten; {verbatim:.0%} of sentences copied verbatim"
+    return 5, "rewritten in its own words with no stitching marks"

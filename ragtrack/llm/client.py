@@ -1,0 +1,189 @@
+"""The LLM client: one place for cache, retries, concurrency, repair and accounting."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ragtrack.llm.accounting import Accounting, Price
+from ragtrack.llm.base import (
+    ChatBackend,
+    ChatParams,
+    Completion,
+    Message,
+    ParseError,
+    PermanentError,
+    Step,
+    StepResult,
+    TransientError,
+)
+from ragtrack.llm.cache import CompletionCache, cache_key
+from ragtrack.llm.concurrency import AdaptiveLimiter
+
+I = TypeVar("I")  # noqa: E741
+O = TypeVar("O")
+
+REPAIR_INSTRUCTION = (
+    "Your previous reply could not be read ({error}). Reply again with only the "
+    "requested output, nothing before or after it."
+)
+
+
+class CircuitOpenError(RuntimeError):
+    """Too many consecutive failures: the endpoint is down; stop the run cleanly."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    # After this many steps in a row fail, stop instead of burning through the rest.
+    max_consecutive_failures: int = 8
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with full jitter; a server's Retry-After wins when longer."""
+        backoff = random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+        return max(backoff, min(retry_after or 0.0, self.max_delay_s))
+
+
+class LLM:
+    """Runs :class:`Step` objects against a backend, or offline when there is none."""
+
+    def __init__(
+        self,
+        backend: ChatBackend | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        retry: RetryPolicy | None = None,
+        prices: dict[str, Price] | None = None,
+        initial_concurrency: int = 2,
+    ):
+        self.backend = backend
+        self.cache = CompletionCache(cache_dir) if cache_dir and backend else None
+        self.retry = retry or RetryPolicy()
+        self.accounting = Accounting(prices)
+        self.limiter = AdaptiveLimiter(backend.max_concurrency if backend else 1, initial_concurrency)
+        self._failures_in_a_row = 0
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return self.backend.identity if self.backend else "offline"
+
+    @property
+    def is_offline(self) -> bool:
+        return self.backend is None
+
+    @property
+    def model_name(self) -> str:
+        """The model part of the identity, for price lookup."""
+        return self.identity.split(":", 1)[-1].split("@", 1)[0]
+
+    def run(self, step: Step[I, O], inp: I) -> StepResult[O]:
+        """Do ``step`` on ``inp``. Never raises for one bad reply: returns an error result.
+
+        Raises :class:`CircuitOpenError` only when the endpoint has failed many
+        steps in a row, so the caller can stop and keep what it finished.
+        """
+        if self.backend is None:
+            self.accounting.add(step.name, offline=1)
+            return StepResult(value=step.offline(inp))
+
+        params = ChatParams(temperature=step.temperature, max_tokens=step.max_tokens, json_schema=step.json_schema)
+        messages = step.messages(inp)
+        try:
+            first, cached = self._complete(step.name, messages, params)
+        except (TransientError, PermanentError) as e:
+            return self._failed(step.name, f"call failed: {e}")
+        try:
+            value = step.parse(first.text)
+            return self._succeeded(StepResult(value, raw=first.text, cached=cached, truncated=first.truncated))
+        except ParseError as e:
+            error = str(e)
+
+        # One repair round: show the model its reply and what was wrong with it.
+        repair = [
+            *messages,
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": REPAIR_INSTRUCTION.format(error=error)},
+        ]
+        try:
+            second, cached = self._complete(step.name, repair, params)
+        except (TransientError, PermanentError) as e:
+            return self._failed(step.name, f"parse: {error}; repair call failed: {e}", first.text)
+        try:
+            value = step.parse(second.text)
+            return self._succeeded(StepResult(value, raw=second.text, cached=cached, truncated=second.truncated))
+        except ParseError as e:
+            raw = f"{first.text}\n--- repair ---\n{second.text}"
+            return self._failed(step.name, f"parse: {e}", raw)
+
+    def map(self, step: Step[I, O], inputs: list[I]) -> list[StepResult[O]]:
+        """Run ``step`` over many inputs; results in input order.
+
+        Threads only wait on the network: the adaptive limiter decides how many
+        requests are really in flight. Offline steps run in this thread.
+        """
+        if self.backend is None:
+            return [self.run(step, inp) for inp in inputs]
+        with ThreadPoolExecutor(max_workers=self.limiter.maximum) as pool:
+            return list(pool.map(lambda inp: self.run(step, inp), inputs))
+
+    def _succeeded(self, result: StepResult[O]) -> StepResult[O]:
+        with self._lock:
+            self._failures_in_a_row = 0
+        return result
+
+    def _failed(self, step: str, error: str, raw: str | None = None) -> StepResult:
+        self.accounting.add(step, failed=1)
+        with self._lock:
+            self._failures_in_a_row += 1
+            tripped = self._failures_in_a_row >= self.retry.max_consecutive_failures
+        if tripped:
+            raise CircuitOpenError(
+                f"{self._failures_in_a_row} LLM steps failed in a row against {self.identity}; last: {error}"
+            )
+        return StepResult(value=None, error=error, raw=raw)
+
+    def _complete(self, step: str, messages: list[Message], params: ChatParams) -> tuple[Completion, bool]:
+        """One completion, from the cache or the backend with retries."""
+        assert self.backend is not None
+        key = cache_key(self.backend.identity, messages, params)
+        if self.cache and (hit := self.cache.get(key)) is not None:
+            self.accounting.add(step, cached=1)
+            return hit, True
+        last: Exception | None = None
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                self.accounting.add(step, retries=1)
+            try:
+                with self.limiter.slot():
+                    started = time.monotonic()
+                    completion = self.backend.chat(messages, params)
+                    latency = time.monotonic() - started
+            except TransientError as e:
+                last = e
+                if e.overload:
+                    self.limiter.on_overload()
+                if attempt + 1 < self.retry.max_attempts:
+                    time.sleep(self.retry.delay(attempt, e.retry_after))
+                continue
+            self.limiter.on_success(latency, step)
+            self.accounting.add(
+                step,
+                calls=1,
+                tokens_in=completion.tokens_in,
+                tokens_out=completion.tokens_out,
+                truncated=int(completion.truncated),
+                latency=latency,
+            )
+            if self.cache:
+                self.cache.put(key, completion)
+            return completion, False
+        raise TransientError(f"gave up after {self.retry.max_attempts} attempts: {last}")

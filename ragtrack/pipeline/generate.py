@@ -1,0 +1,123 @@
+"""Generation: contexts + question → answer (optionally via an outline, v4).
+
+With an LLM, the version's prompt template is filled and sent. Offline, the
+answer is *extractive*: the retrieved sentences closest to the question,
+kept in reading order — no invented words, so it is grounded by construction
+and its quality moves only with retrieval. Runs record which one was used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragtrack.llm.base import ParseError, Step
+from ragtrack.pipeline.embedding import Embedder
+from ragtrack.text import chat_messages, split_sentences
+
+
+@dataclass(frozen=True)
+class AnswerInput:
+    question: str
+    contexts: tuple[str, ...]
+    outline: tuple[str, ...] = ()
+
+
+def format_contexts(contexts: tuple[str, ...]) -> str:
+    return "\n\n".join(f"[{n}] {c.strip()}" for n, c in enumerate(contexts, start=1)) or "(no context)"
+
+
+def closest_sentences(
+    embedder: Embedder, query: str, contexts: tuple[str, ...], k: int, exclude: set[str] = frozenset()
+) -> list[tuple[int, int, str]]:
+    """Up to ``k`` (context index, position, sentence) closest to ``query`` by cosine."""
+    candidates = [
+        (ci, si, s) for ci, ctx in enumerate(contexts) for si, s in enumerate(split_sentences(ctx)) if s not in exclude
+    ]
+    if not candidates:
+        return []
+    q = embedder.encode([query])[0]
+    scores = embedder.encode([s for _, _, s in candidates]) @ q
+    picked, seen = [], set()
+    for i in np.argsort(-scores, kind="stable"):
+        sentence = candidates[i][2]
+        if sentence.lower() not in seen:
+            seen.add(sentence.lower())
+            picked.append(candidates[i])
+        if len(picked) == k:
+            break
+    return picked
+
+
+@dataclass
+class AnswerStep(Step[AnswerInput, str]):
+    """Write the final answer from the retrieved contexts (and an outline, when given)."""
+
+    embedder: Embedder | None = field(default=None, repr=False)
+    max_sentences: int = 4
+
+    def messages(self, inp: AnswerInput) -> list[dict[str, str]]:
+        return chat_messages(
+            self.prompt,
+            question=inp.question,
+            contexts=format_contexts(inp.contexts),
+            outline="\n".join(f"- {h}" for h in inp.outline),
+        )
+
+    def parse(self, text: str) -> str:
+        text = text.strip()
+        if not text:
+            raise ParseError("empty answer")
+        return text
+
+    def offline(self, inp: AnswerInput) -> str:
+        if not inp.outline:
+            picked = closest_sentences(self.embedder, inp.question, inp.contexts, self.max_sentences)
+            return " ".join(s for _, _, s in sorted(picked)) or "The retrieved contexts do not answer this."
+        # Outline-led: one short paragraph per outline point, each from the sentence
+        # closest to that point and the question, never reusing a sentence.
+        used: set[str] = set()
+        paragraphs = []
+        for heading in inp.outline[: self.max_sentences]:
+            best = closest_sentences(self.embedder, f"{inp.question} {heading}", inp.contexts, 1, used)
+            if best:
+                used.add(best[0][2])
+                paragraphs.append(f"{heading}: {best[0][2]}")
+        return "\n".join(paragraphs) or "The retrieved contexts do not answer this."
+
+
+@dataclass(frozen=True)
+class OutlineInput:
+    question: str
+    topics: tuple[tuple[str, ...], ...]  # per retrieved parent, its free topics
+
+
+@dataclass
+class OutlineStep(Step[OutlineInput, tuple[str, ...]]):
+    """v4: draft an answer outline from the free topics of the retrieved parents."""
+
+    embedder: Embedder | None = field(default=None, repr=False)
+    max_points: int = 4
+
+    def messages(self, inp: OutlineInput) -> list[dict[str, str]]:
+        listing = "\n".join(f"[{n}] {', '.join(t)}" for n, t in enumerate(inp.topics, start=1))
+        return chat_messages(self.prompt, question=inp.question, topics=listing or "(none)")
+
+    def parse(self, text: str) -> tuple[str, ...]:
+        points = [re.sub(r"^\s*(?:[-*+]|\d+[.)])\s*", "", line).strip() for line in text.splitlines()]
+        points = [p for p in points if p and not p.endswith(":")]
+        if not points:
+            raise ParseError("no outline points (expected one point per line)")
+        return tuple(points[: self.max_points])
+
+    def offline(self, inp: OutlineInput) -> tuple[str, ...]:
+        """The distinct topics, ordered by closeness to the question."""
+        topics = list(dict.fromkeys(t for group in inp.topics for t in group))
+        if not topics:
+            return ()
+        q = self.embedder.encode([inp.question])[0]
+        scores = self.embedder.encode(topics) @ q
+        order = np.argsort(-scores, kind="stable")[: self.max_points]
+        return tuple(topics[i] for i in order)

@@ -1,0 +1,91 @@
+"""v2: rewrite every section into self-contained question/answer pairs, then index the pairs.
+
+The pairs read well on their own, which fixed v1's fragments — and lose what
+the pairs leave out (the seeds' "breadth and depth" problem). Each pair keeps
+the passage it came from as provenance, so it is scored on canonical IDs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragtrack.corpus import Corpus, Passage
+from ragtrack.llm.base import ParseError, Step
+from ragtrack.llm.client import LLM
+from ragtrack.llm.jsonparse import extract_json
+from ragtrack.pipeline.chunking import Chunk
+from ragtrack.text import chat_messages, split_sentences
+
+QA_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "pairs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+                "required": ["question", "answer"],
+            },
+        }
+    },
+    "required": ["pairs"],
+}
+
+
+@dataclass
+class QAPairsStep(Step[Passage, tuple[tuple[str, str], ...]]):
+    pairs_per_section: int = 3
+
+    def messages(self, passage: Passage) -> list[dict[str, str]]:
+        return chat_messages(self.prompt, title=passage.title, text=passage.text, n=str(self.pairs_per_section))
+
+    def parse(self, text: str) -> tuple[tuple[str, str], ...]:
+        data = extract_json(text)
+        pairs = data.get("pairs") if isinstance(data, dict) else data
+        if not isinstance(pairs, list):
+            raise ParseError("expected {'pairs': [{'question', 'answer'}, ...]}")
+        out = tuple(
+            (str(p["question"]).strip(), str(p["answer"]).strip())
+            for p in pairs
+            if isinstance(p, dict) and str(p.get("question", "")).strip() and str(p.get("answer", "")).strip()
+        )
+        if not out:
+            raise ParseError("no usable question/answer pairs")
+        return out[: self.pairs_per_section]
+
+    def offline(self, passage: Passage) -> tuple[tuple[str, str], ...]:
+        """Heading-derived questions answered by consecutive sentences of the section.
+
+        Like an LLM pass, it keeps the gist and drops the rest: a section
+        longer than ``pairs_per_section`` × 2 sentences loses its tail.
+        """
+        topic = passage.heading_path[-1] if passage.heading_path else passage.title or passage.doc_id
+        context = " / ".join(passage.heading_path[:-1])
+        sentences = split_sentences(passage.text)
+        pairs = []
+        for n in range(self.pairs_per_section):
+            answer = " ".join(sentences[2 * n : 2 * n + 2])
+            if not answer:
+                break
+            about = f"{topic} ({context})" if context else topic
+            question = f"What should I know about {about}?" if n == 0 else f"What else matters about {about}?"
+            pairs.append((question, answer))
+        return tuple(pairs)
+
+
+def qa_chunks(corpus: Corpus, llm: LLM, step: QAPairsStep) -> list[Chunk]:
+    """One chunk per generated pair; a section whose step failed contributes none (counted by the LLM)."""
+    chunks = []
+    passages = list(corpus.passages.values())
+    for passage, result in zip(passages, llm.map(step, passages), strict=True):
+        for n, (question, answer) in enumerate(result.value or ()):
+            chunks.append(
+                Chunk(
+                    id=f"{passage.id}::qa{n}",
+                    text=f"Q: {question}\nA: {answer}",
+                    doc_id=passage.doc_id,
+                    passage_ids=(passage.id,),
+                    metadata={"question": question},
+                )
+            )
+    return chunks

@@ -1,0 +1,113 @@
+"""Small text helpers shared by the offline steps and the heuristic judges.
+
+Language-aware (English word tokens, jieba for Chinese) and deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
+# A sentence ends at . ! ? (followed by space) or at Chinese 。！？；, or at a line break.
+_SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])|(?<=[。！？；])|\n+")
+_EN_WORD = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+STOPWORDS_EN = frozenset(
+    """a an the and or but if then else of to in on at by for with from into onto about as is are was
+    were be been being it its this that these those there here do does did done doing have has had
+    having i you he she we they me my your our their his her them us what which who whom whose when
+    where why how can could should would will shall may might must not no nor so than too very just
+    also only own same such both each few more most other some any all again further once up down out
+    over under off s t don now get got use using used one two please tell know want need like make
+    way thing things i'm it's what's there's""".split()
+)
+STOPWORDS_ZH = frozenset(
+    """的 了 和 是 在 我 有 也 就 都 而 及 与 着 或 一个 没有 我们 你 吗 呢 吧 啊 怎么 什么 如何 哪些
+    哪个 为什么 可以 这个 那个 请问""".split()
+)
+
+
+def is_chinese(text: str) -> bool:
+    letters = sum(ch.isalpha() for ch in text) or 1
+    return len(_CJK.findall(text)) / letters > 0.2
+
+
+def strip_markdown(line: str) -> str:
+    return _MD_PREFIX.sub("", line).replace("**", "").strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a Markdown passage; heading lines are dropped (they are not statements)."""
+    out = []
+    for line in text.split("\n"):
+        if re.match(r"^\s*#{1,6}\s", line) or re.match(r"^\s*(```|~~~)", line):
+            continue
+        for piece in _SENT_END.split(strip_markdown(line)):
+            piece = piece.strip()
+            if len(piece) > 2:
+                out.append(piece)
+    return out
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens (jieba words for Chinese text)."""
+    if is_chinese(text):
+        import jieba
+
+        jieba.setLogLevel(60)
+        return [w.strip().lower() for w in jieba.cut(text) if w.strip() and not re.fullmatch(r"\W+", w.strip())]
+    return _EN_WORD.findall(text.lower())
+
+
+def content_tokens(text: str) -> list[str]:
+    """Tokens without stopwords: the words that carry a sentence's facts."""
+    stop = STOPWORDS_ZH if is_chinese(text) else STOPWORDS_EN
+    return [t for t in tokens(text) if t not in stop and not (len(t) == 1 and t.isascii())]
+
+
+def keywords(text: str, k: int, document_frequency: Counter | None = None, n_docs: int = 1) -> list[str]:
+    """The ``k`` most characteristic content words (TF, or TF-IDF when frequencies are given)."""
+    counts = Counter(content_tokens(text))
+    if document_frequency:
+        import math
+
+        def weight(word: str) -> float:
+            return counts[word] * math.log((1 + n_docs) / (1 + document_frequency.get(word, 0)))
+    else:
+
+        def weight(word: str) -> float:
+            return counts[word]
+
+    order = {w: n for n, w in enumerate(counts)}
+    return sorted(counts, key=lambda w: (-weight(w), order[w]))[:k]
+
+
+def document_frequencies(texts: Iterable[str]) -> tuple[Counter, int]:
+    df: Counter = Counter()
+    n = 0
+    for text in texts:
+        df.update(set(content_tokens(text)))
+        n += 1
+    return df, n
+
+
+def render(template: str, **values: str) -> str:
+    """Fill ``{{name}}`` placeholders (JSON braces in prompts stay untouched)."""
+    for name, value in values.items():
+        template = template.replace("{{" + name + "}}", value)
+    return template
+
+
+def chat_messages(template: str, **values: str) -> list[dict[str, str]]:
+    """A prompt file → chat messages. ``<<<system>>>`` / ``<<<user>>>`` lines split the roles;
+    a file without markers is one user message."""
+    text = render(template, **values)
+    if "<<<user>>>" not in text:
+        return [{"role": "user", "content": text.strip()}]
+    system, _, user = text.partition("<<<user>>>")
+    system = system.replace("<<<system>>>", "").strip()
+    messages = [{"role": "system", "content": system}] if system else []
+    return [*messages, {"role": "user", "content": user.strip()}]

@@ -1,0 +1,125 @@
+"""Agent versions as MLflow models: one LoggedModel + registry version per distinct spec.
+
+A version's model carries the spec (parameters and prompt texts) as params and
+artifacts, and is a working pyfunc: ``mlflow.pyfunc.load_model(
+"models:/rag-agent@champion").predict(["How do I …?"])`` answers with the
+champion. An unchanged spec (same hash) reuses its registry version instead
+of piling up identical ones.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+
+from ragtrack.spec import LoadedSpec
+from ragtrack.tracking.store import Store
+
+VERSION_TAG = "ragtrack.version"
+SPEC_HASH_TAG = "ragtrack.spec_hash"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    model_id: str
+    version: str  # registry version number
+    reused: bool
+
+
+class RagAgentModel(mlflow.pyfunc.PythonModel):
+    """pyfunc wrapper: builds the agent from the logged spec on first use.
+
+    ``model_config`` may set ``corpus`` (path) and ``cache_dir``; the LLM is the
+    spec's (``offline`` unless the version was logged with another).
+    """
+
+    def load_context(self, context) -> None:
+        self._spec = LoadedSpec.model_validate_json(Path(context.artifacts["spec"]).read_text("utf-8"))
+        self._config = dict(context.model_config or {})
+        self._agent = None
+
+    def _build(self):
+        from ragtrack.config import load_config
+        from ragtrack.corpus import load_corpus
+        from ragtrack.llm import make_llm
+        from ragtrack.pipeline.agent import Agent
+
+        config = load_config(self._config.get("root", "."))
+        corpus = load_corpus(self._config.get("corpus") or config.path(config.project.corpus))
+        llm = make_llm(self._spec.spec.llm.model, config)
+        cache = Path(self._config.get("cache_dir") or config.cache_dir)
+        return Agent(self._spec, corpus, llm, cache_dir=cache)
+
+    def predict(self, context, model_input, params=None):
+        if self._agent is None:
+            self._agent = self._build()
+        if isinstance(model_input, pd.DataFrame):
+            questions = model_input.iloc[:, 0].astype(str).tolist()
+        elif isinstance(model_input, str):
+            questions = [model_input]
+        else:
+            questions = [str(q) for q in model_input]
+        outputs = []
+        for q in questions:
+            out = self._agent.answer(q)
+            outputs.append(
+                {
+                    "answer": out.answer,
+                    "retrieved_ids": out.retrieved_passage_ids,
+                    "contexts": [c.text for c in out.contexts],
+                }
+            )
+        return outputs
+
+
+def find_model_version(store: Store, version: str, spec_hash: str | None = None) -> object | None:
+    """The newest registry version of ``version`` (optionally with exactly this spec hash)."""
+    query = f"name='{store.registered_model}' and tags.`{VERSION_TAG}`='{version}'"
+    if spec_hash:
+        query += f" and tags.`{SPEC_HASH_TAG}`='{spec_hash}'"
+    try:
+        found = store.client.search_model_versions(query)
+    except mlflow.exceptions.MlflowException:
+        return None  # no registered model yet
+    return max(found, key=lambda mv: int(mv.version)) if found else None
+
+
+def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
+    """Log and register ``spec`` as a model unless a registry version with its hash exists."""
+    existing = find_model_version(store, spec.name, spec.hash)
+    if existing is not None:
+        model_id = existing.source.removeprefix("models:/")
+        return ModelRef(model_id=model_id, version=str(existing.version), reused=True)
+
+    tags = {VERSION_TAG: spec.name, SPEC_HASH_TAG: spec.hash, "ragtrack.description": spec.spec.version.description}
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_file = Path(tmp) / "spec.json"
+        spec_file.write_text(spec.model_dump_json(indent=1), encoding="utf-8")
+        readable = Path(tmp) / f"{spec.name}.toml"
+        readable.write_text(Path(spec.path).read_text("utf-8"), encoding="utf-8")
+        prompts = Path(tmp) / "prompts.json"
+        prompts.write_text(json.dumps(spec.prompts, indent=1, ensure_ascii=False), encoding="utf-8")
+        mlflow.set_experiment(experiment_id=store.experiment_id)
+        with warnings.catch_warnings():
+            # predict() takes questions in several shapes on purpose; no type-hint signature.
+            warnings.filterwarnings("ignore", message="Add type hints", category=UserWarning)
+            info = mlflow.pyfunc.log_model(
+                name=spec.name,
+                python_model=RagAgentModel(),
+                artifacts={"spec": str(spec_file), "spec_toml": str(readable), "prompts": str(prompts)},
+                model_config={"corpus": corpus_path, "root": root},
+                params=spec.params(),
+                tags=tags,
+                pip_requirements=["ragtrack"],
+                registered_model_name=store.registered_model,
+            )
+    version = str(info.registered_model_version)
+    for key, value in tags.items():
+        store.client.set_model_version_tag(store.registered_model, version, key, value)
+    return ModelRef(model_id=info.model_id, version=version, reused=False)

@@ -1,0 +1,61 @@
+"""Where runs go: the project's local MLflow store unless told otherwise.
+
+Default: ``mlruns/mlflow.db`` (SQLite; MLflow 3 no longer takes the old file
+store) with artifacts in ``mlruns/artifacts``, both under the project root and
+git-ignored. ``--tracking-uri`` beats ``MLFLOW_TRACKING_URI`` beats
+``ragtrack.toml`` beats the default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+from mlflow import MlflowClient
+
+from ragtrack.config import ProjectConfig
+
+
+@dataclass(frozen=True)
+class Store:
+    tracking_uri: str
+    experiment_id: str
+    experiment_name: str
+    registered_model: str
+    client: MlflowClient
+
+
+def default_tracking_uri(root: Path) -> str:
+    folder = (root / "mlruns").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def resolve_tracking_uri(config: ProjectConfig, override: str | None = None) -> str:
+    return (
+        override
+        or os.environ.get("MLFLOW_TRACKING_URI")
+        or config.project.tracking_uri
+        or default_tracking_uri(config.root)
+    )
+
+
+def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
+    """Point MLflow at the store and make sure the project's experiment exists."""
+    uri = resolve_tracking_uri(config, tracking_uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    client = MlflowClient(uri, registry_uri=uri)
+    name = config.project.experiment
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        # A local SQLite store keeps its artifacts beside the database, not in the CWD.
+        artifacts = None
+        if uri.startswith("sqlite:///"):
+            artifacts = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+        experiment_id = client.create_experiment(name, artifact_location=artifacts)
+    else:
+        experiment_id = experiment.experiment_id
+    return Store(uri, experiment_id, name, config.project.registered_model, client)

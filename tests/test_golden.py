@@ -1,0 +1,94 @@
+"""Golden loader errors, digest, and the shipped default golden set's integrity."""
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from ragtrack.corpus import load_corpus
+from ragtrack.errors import InputError
+from ragtrack.golden import load_golden
+
+from .conftest import DATA, REPO
+
+
+def test_tiny_golden_loads(tiny_corpus):
+    golden = load_golden(DATA / "golden.jsonl", tiny_corpus)
+    assert [i.id for i in golden.items] == ["a1", "a2", "b1", "c1", "d1"]
+    assert golden.language == "en"
+
+
+def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_path):
+    good = {"id": "x", "question": "q?", "type": "A", "gt_context_ids": ["notes.txt"], "gt_answer": "a"}
+    rows = [
+        good,
+        {**good, "id": "x2", "gt_context_ids": ["nope.md#missing"]},  # line 2: unknown id
+        good,  # line 3: duplicate id
+        {**good, "id": "y", "question": "  "},  # line 4: empty question
+        {**good, "id": "z", "type": "E"},  # line 5: unknown type
+        {**good, "id": "w", "colour": "red"},  # line 6: unknown field
+    ]
+    path = tmp_path / "g.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_golden(path, tiny_corpus)
+    got = [str(p) for p in e.value.problems]
+    assert f"{path}:2: gt_context_ids: unknown context id 'nope.md#missing'" in got
+    assert f"{path}:3: id: duplicate item id 'x' (first on line 1)" in got
+    assert f"{path}:4: question: must not be empty" in got
+    assert any(g.startswith(f"{path}:5: type: unknown value 'E'") for g in got)
+    assert f"{path}:6: colour: unknown field" in got
+    assert any(g.startswith(f"{path}:7: bad JSON") for g in got)
+    assert len(got) == 6
+
+
+def test_digest_is_stable_and_content_sensitive(tiny_corpus, tmp_path):
+    a = load_golden(DATA / "golden.jsonl", tiny_corpus)
+    b = load_golden(DATA / "golden.jsonl", tiny_corpus)
+    assert a.digest == b.digest
+    rows = (DATA / "golden.jsonl").read_text().splitlines()
+    changed = tmp_path / "g.jsonl"
+    changed.write_text("\n".join([rows[0].replace("8.0", "7.0"), *rows[1:]]))
+    assert load_golden(changed, tiny_corpus).digest != a.digest
+    assert a.limit(2).digest != a.digest
+
+
+# ---------------------------------------------------------------- the shipped default set
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    corpus = load_corpus(REPO / "golden" / "kb")
+    return corpus, load_golden(REPO / "golden" / "golden.jsonl", corpus)
+
+
+def test_shipped_knowledge_base_size_and_structure(shipped):
+    corpus, _ = shipped
+    assert len(corpus.documents) >= 30
+    assert len(corpus) >= 150
+    depths = Counter(len(p.heading_path) for p in corpus.passages.values())
+    assert depths[1] and depths[2] and depths[3], "H1, H2 and H3 sections all occur"
+
+
+def test_shipped_golden_covers_every_type(shipped):
+    corpus, golden = shipped
+    assert len(golden) >= 40
+    counts = Counter(i.type for i in golden.items)
+    assert all(counts[t] >= 8 for t in "ABCD"), counts
+    for item in golden.items:  # load_golden already rejects unknown IDs; be explicit anyway
+        assert all(cid in corpus.passages for cid in item.gt_context_ids)
+    tags = Counter(t for i in golden.items for t in i.tags)
+    assert tags["trap"] >= 5 and tags["multi-hop"] >= 8 and tags["paraphrase"] >= 5
+
+
+def test_type_a_key_facts_appear_in_their_gt_text(shipped):
+    """Every backticked term and number of a type-A answer is in its GT passages."""
+    corpus, golden = shipped
+    for item in (i for i in golden.items if i.type == "A"):
+        gt_text = " ".join(corpus.passages[c].text for c in item.gt_context_ids)
+        ticked = re.findall(r"`([^`]+)`", item.gt_answer)
+        numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", re.sub(r"`[^`]+`", " ", item.gt_answer))
+        assert ticked or numbers, f"{item.id}: no key fact marked"
+        for fact in ticked + numbers:
+            assert fact in gt_text, f"{item.id}: {fact!r} not in its GT passages"

@@ -1,0 +1,119 @@
+"""Judge verdict parsing (untrusted text) and the heuristic fallback judges."""
+
+import pytest
+
+from ragtrack.evaluation import heuristics
+from ragtrack.evaluation.judges import JudgeInput, JudgeStep, judge_steps, parse_verdict
+from ragtrack.llm.base import ParseError
+
+GOOD = '{"score": 4, "reason": "close"}'
+
+
+@pytest.mark.parametrize(
+    "reply, score",
+    [
+        (GOOD, 4),
+        ("```json\n" + GOOD + "\n```", 4),  # code fence
+        ("Sure! Here is my verdict:\n" + GOOD + "\nHope it helps.", 4),  # prose around it
+        ('｛"score"：5，"reason"："全部有依据"｝', 5),  # full-width punctuation
+        ('{"score": "3", "reason": "string score"}', 3),
+        ('{"score": "2/5", "reason": "fraction"}', 2),
+        ('{"score": 5.0, "reason": "integral float"}', 5),
+        ('{"score": 4, "reason": "cut off in the mid', 4),  # truncated, score readable
+        ('score: 3\nreason: "loose format"', 3),
+    ],
+)
+def test_parse_verdict_accepts_messy_but_readable_replies(reply, score):
+    assert parse_verdict(reply).score == score
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "I think it is good.",
+        '{"score": 7, "reason": "x"}',
+        '{"score": 0}',
+        '{"score": 3.5}',
+        '{"score": "high"}',
+        '{"reason": "no score"}',
+    ],
+)
+def test_parse_verdict_rejects_unreadable_or_out_of_range(reply):
+    with pytest.raises(ParseError):
+        parse_verdict(reply)
+
+
+def test_verdict_normalisation():
+    assert parse_verdict('{"score": 1, "reason": ""}').normalized == 0.0
+    assert parse_verdict('{"score": 5, "reason": ""}').normalized == 1.0
+    assert parse_verdict('{"score": 3, "reason": ""}').normalized == 0.5
+
+
+def test_every_judge_has_en_and_zh_prompts_with_their_placeholders():
+    needs = {
+        "correctness": {"{{question}}", "{{gt_answer}}", "{{answer}}"},
+        "groundedness": {"{{contexts}}", "{{answer}}"},
+        "relevance": {"{{question}}", "{{answer}}"},
+        "organization": {"{{question}}", "{{contexts}}", "{{answer}}"},
+    }
+    for lang in ("en", "zh"):
+        for name, step in judge_steps(lang).items():
+            assert "<<<user>>>" in step.prompt
+            user = step.prompt.split("<<<user>>>", 1)[1]
+            for placeholder in needs[name]:
+                assert placeholder in user, (lang, name, placeholder)
+            # Relevance must not see contexts or the reference (variable isolation).
+            if name == "relevance":
+                assert "{{contexts}}" not in step.prompt and "{{gt_answer}}" not in step.prompt
+
+
+def test_judge_messages_fill_every_placeholder():
+    step = judge_steps("en")["groundedness"]
+    msgs = step.messages(JudgeInput("q?", "the answer", "gt", ("ctx one", "ctx two")))
+    text = " ".join(m["content"] for m in msgs)
+    assert "{{" not in text and "[1] ctx one" in text and "the answer" in text
+
+
+# ---------------------------------------------------------------- heuristics, hand-checked
+
+
+def test_heuristic_correctness_counts_key_facts():
+    gt = "The default `cfg` is `8.0` and the sampler is `euler`."
+    assert heuristics.correctness("cfg defaults to 8.0 with the euler sampler.", gt)[0] == 5
+    score, reason = heuristics.correctness("cfg defaults to 7.0 with dpmpp_2m.", gt)
+    assert score <= 2 and "missing" in reason
+    assert heuristics.correctness("", gt) == (1, "empty answer")
+
+
+def test_heuristic_groundedness_flags_unsupported_numbers():
+    ctx = ("Set the tile size in the VAE Decode (Tiled) node to lower memory use.",)
+    assert heuristics.groundedness("Set the tile size in the VAE Decode (Tiled) node to lower memory use.", ctx)[0] == 5
+    score, reason = heuristics.groundedness(
+        "Set the tile size in the VAE Decode (Tiled) node. Use a tile size of 384 with overlap 32.", ctx
+    )
+    assert score == 3 and "1/2 statements unsupported" in reason
+
+
+def test_heuristic_relevance_catches_parroting():
+    q = "How do I install ComfyUI-Manager?"
+    assert heuristics.relevance(q, "How do I install ComfyUI-Manager?")[0] == 1
+    assert heuristics.relevance(q, "Clone ComfyUI-Manager into custom_nodes and restart to install it.")[0] == 5
+
+
+def test_heuristic_organization_penalises_stitching_and_copying():
+    ctx = ("The VAE decodes latents into pixels.", "Load VAE picks a separate file.")
+    assert heuristics.organization("According to context 1, the VAE decodes latents.", ctx)[0] == 3
+    assert heuristics.organization("The VAE decodes latents into pixels.", ctx)[0] == 1
+    assert (
+        heuristics.organization("A VAE turns latents back into an image; a separate one is chosen with Load VAE.", ctx)[
+            0
+        ]
+        == 5
+    )
+
+
+def test_judge_step_offline_uses_the_heuristic():
+    step = JudgeStep("judge.relevance", "", judge="relevance")
+    verdict = step.offline(JudgeInput("How do I install it?", "How do I install it?", "", ()))
+    assert verdict.score == 1

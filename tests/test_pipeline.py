@@ -1,0 +1,80 @@
+"""Chunking provenance, the FAISS/BM25 indexes and the on-disk index cache (real models)."""
+
+import json
+
+from ragtrack.llm import LLM
+from ragtrack.pipeline.agent import Agent
+from ragtrack.pipeline.chunking import fixed_chunks, parent_child_chunks, parent_groups
+from ragtrack.pipeline.index import BM25Index, DenseIndex
+from ragtrack.spec import load_spec
+
+from .conftest import REPO
+
+
+def test_fixed_chunks_map_to_the_passages_they_cover(tiny_corpus):
+    chunks = fixed_chunks(tiny_corpus, size=120, overlap=20, min_overlap=0.5)
+    assert chunks, "the tiny corpus yields chunks"
+    for c in chunks:
+        doc = tiny_corpus.documents[c.doc_id]
+        ((start, end),) = c.spans
+        assert doc.text[start:end] == c.text  # spans point at the chunk's own text
+        assert c.passage_ids == tuple(tiny_corpus.passages_covering(c.doc_id, c.spans, 0.5))
+    covered = {pid for c in chunks for pid in c.passage_ids}
+    assert covered == set(tiny_corpus.passages), "every passage is reachable through some chunk"
+
+
+def test_parent_groups_nest_h3_under_h2(tiny_corpus):
+    doc = tiny_corpus.documents["guides/sampler.md"]
+    groups = [[p.id.split("#")[1] for p in g] for g in parent_groups(doc.passages, 2)]
+    assert groups == [
+        ["sampler-guide"],
+        ["sampler-guide/steps"],
+        ["sampler-guide/guidance/cfg-value", "sampler-guide/guidance/negative-prompt"],
+    ]
+    children, parents = parent_child_chunks(tiny_corpus, 2, 60, 0, 0.5)
+    assert all(ch.parent_id in parents for ch in children)
+    guidance = next(p for p in parents.values() if "cfg-value" in " ".join(p.passage_ids))
+    assert len(guidance.passage_ids) == 2
+
+
+def test_dense_and_bm25_indexes_find_the_right_chunk(tiny_corpus, embedder):
+    chunks = fixed_chunks(tiny_corpus, size=200, overlap=0, min_overlap=0.5)
+    dense = DenseIndex.build(chunks, embedder)
+    top_id, score = dense.search("What does the cfg value default to?", 1)[0]
+    assert "cfg value defaults to 8.0" in dense.chunks[top_id].text and 0 < score <= 1.0001
+    bm25 = BM25Index(chunks, "en")
+    top = bm25.search("t5xxl_fp8.safetensors", 1)[0][0]
+    assert "t5xxl_fp8.safetensors" in dense.chunks[top].text
+
+
+def test_second_build_is_served_from_cache_without_embedding(project, tiny_corpus, embedder):
+    spec = load_spec("v1", project / "pipelines")
+    cache = project / ".ragtrack" / "cache"
+    before = embedder.texts_embedded
+    first = Agent(spec, tiny_corpus, LLM(), cache_dir=cache, embedder=embedder)
+    assert not first.index_stats.from_cache and embedder.texts_embedded > before
+    embedded = embedder.texts_embedded
+    second = Agent(spec, tiny_corpus, LLM(), cache_dir=cache, embedder=embedder)
+    assert second.index_stats.from_cache and embedder.texts_embedded == embedded
+    assert second.chunks == first.chunks
+    # The docstore on disk is JSON (no pickle for FAISS.load_local to unpickle).
+    folder = cache / "index" / second.index_stats.key
+    assert json.loads((folder / "units.json").read_text())["chunks"]
+    assert not list(folder.glob("*.pkl"))
+
+
+def test_v1_agent_answers_extractively_with_mapped_ids(project, tiny_corpus, embedder):
+    agent = Agent(
+        load_spec("v1", project / "pipelines"), tiny_corpus, LLM(), cache_dir=project / "c", embedder=embedder
+    )
+    out = agent.answer("What is the default cfg value?")
+    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.retrieved_passage_ids
+    assert "8.0" in out.answer
+    assert all(s in " ".join(c.text for c in out.contexts) for s in out.answer.split(" ") if s)  # extractive
+    assert agent.describe()["generator"].startswith("extractive")
+
+
+def test_shipped_v1_spec_matches_the_skeleton_contract():
+    spec = load_spec("v1", REPO / "pipelines").spec
+    assert spec.chunking.strategy == "fixed" and spec.chunking.chunk_size == 500 and spec.chunking.chunk_overlap == 50
+    assert spec.retrieval.mode == "dense" and not spec.rerank.enabled

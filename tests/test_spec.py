@@ -1,0 +1,74 @@
+"""Version specs: every shipped spec loads; errors carry the key path; the hash covers prompts."""
+
+import shutil
+
+import pytest
+
+from ragtrack.errors import InputError
+from ragtrack.spec import load_spec
+
+from .conftest import REPO
+
+
+@pytest.fixture
+def pipelines(tmp_path):
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    return tmp_path / "pipelines"
+
+
+def test_shipped_specs_load(pipelines):
+    for path in sorted(pipelines.glob("*.toml")):
+        spec = load_spec(path.stem, pipelines)
+        assert spec.name == path.stem
+        assert len(spec.hash) == 16
+        params = spec.params()
+        assert params["spec_hash"] == spec.hash
+        assert "retrieval.top_k" in params and "prompt.answer.hash" in params
+
+
+def test_hash_covers_prompt_text(pipelines):
+    before = load_spec("v1", pipelines).hash
+    prompt = pipelines / "prompts" / "answer_plain.md"
+    prompt.write_text(prompt.read_text() + "\nBe brief.\n")
+    assert load_spec("v1", pipelines).hash != before
+
+
+def test_llm_override_is_a_different_agent(pipelines):
+    spec = load_spec("v1", pipelines)
+    assert spec.with_llm(None) is spec
+    other = spec.with_llm("openai:gpt-4o-mini")
+    assert other.spec.llm.model == "openai:gpt-4o-mini" and other.hash != spec.hash
+
+
+def _write(pipelines, text):
+    (pipelines / "bad.toml").write_text(text)
+    with pytest.raises(InputError) as e:
+        load_spec("bad", pipelines)
+    return [str(p) for p in e.value.problems]
+
+
+V1_BODY = (REPO / "pipelines" / "v1.toml").read_text()
+
+
+def test_unknown_key_names_its_path(pipelines):
+    problems = _write(pipelines, V1_BODY.replace("top_k = 5", "top_k = 5\ntopk = 3"))
+    assert any(p.endswith("bad.toml: retrieval.topk: unknown key") for p in problems), problems
+
+
+def test_bad_value_names_its_path(pipelines):
+    problems = _write(pipelines, V1_BODY.replace("chunk_size = 500", "chunk_size = -1"))
+    assert any("chunking.chunk_size: Input should be greater than 0" in p for p in problems), problems
+    problems = _write(pipelines, V1_BODY.replace('mode = "dense"', 'mode = "magic"'))
+    assert any("retrieval.mode" in p for p in problems), problems
+
+
+def test_overlap_must_be_below_size(pipelines):
+    problems = _write(pipelines, V1_BODY.replace("chunk_overlap = 50", "chunk_overlap = 600"))
+    assert any("chunk_overlap must be smaller than chunk_size" in p for p in problems), problems
+
+
+def test_missing_prompt_file_and_missing_spec(pipelines):
+    problems = _write(pipelines, V1_BODY.replace("answer_plain.md", "nowhere.md"))
+    assert any("prompts.answer: prompt file not found" in p for p in problems), problems
+    with pytest.raises(InputError, match="version spec not found .*available: .*v1"):
+        load_spec("v9", pipelines)
