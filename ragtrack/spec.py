@@ -68,7 +68,9 @@ class EmbeddingSpec(_Strict):
 class RetrievalSpec(_Strict):
     mode: Literal["dense", "bm25", "hybrid"]
     top_k: int = Field(gt=0, description="contexts handed to the generator")
-    first_stage_k: int | None = Field(default=None, gt=0, description="wide candidate pool before rerank")
+    first_stage_k: int | None = Field(
+        default=None, gt=0, description="index units (chunks or children) the reranker scores"
+    )
     rrf_k: int = Field(default=60, gt=0)
     bm25_tokenizer: Literal["auto", "en", "zh"] = "auto"
     multi_query: int = Field(default=0, ge=0, le=8, description="query rewrites; 0 = off")
@@ -81,10 +83,11 @@ class RetrievalSpec(_Strict):
 
 
 class RerankSpec(_Strict):
+    """A cross-encoder (FlagEmbedding's reranker). ``substitute`` is used when ``model``
+    cannot be loaded offline: another cross-encoder, or ``"none"`` to skip the stage."""
+
     model: str = "none"
-    kind: Literal["cross-encoder", "bi-encoder"] = "cross-encoder"
     substitute: str | None = None
-    substitute_kind: Literal["cross-encoder", "bi-encoder"] = "bi-encoder"
 
     @property
     def enabled(self) -> bool:

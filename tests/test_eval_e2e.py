@@ -81,6 +81,11 @@ def test_version_is_a_registered_model_reused_when_unchanged(first_run):
     assert logged.params["chunking.strategy"] == "fixed" and "prompt.answer.hash" in logged.params
     assert any(metric.key == "context_recall" for metric in logged.metrics)  # eval metrics linked to the model
 
+    # The registered model is a working pyfunc (logged as code, not pickled).
+    agent = mlflow.pyfunc.load_model(f"models:/rag-agent/{report.model_version}")
+    [out] = agent.predict(["What is the default cfg value?"])
+    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out["retrieved_ids"] and out["answer"]
+
     again = evaluate("v1", root=root)
     assert again.model_version == report.model_version  # unchanged spec → same registry version
     assert again.index_from_cache and again.run_id != report.run_id

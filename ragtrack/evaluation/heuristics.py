@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ragtrack.text import content_tokens, split_sentences
+from ragtrack.text import content_tokens, split_sentences, tokens
 
 _BACKTICKED = re.compile(r"`([^`]+)`")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
@@ -96,19 +96,35 @@ def relevance(question: str, answer: str) -> tuple[int, str]:
     return score, f"the answer addresses {coverage:.0%} of the question's content words"
 
 
+def copied_share(answer: str, contexts: tuple[str, ...], n: int = 6) -> float:
+    """Share of the answer's words inside word ``n``-grams that also occur in the contexts."""
+    words = tokens(answer)
+    if len(words) < n:
+        return 1.0 if words and " ".join(words) in " ".join(tokens(" ".join(contexts))) else 0.0
+    source = {tuple(g) for ctx in contexts for g in _ngrams(tokens(ctx), n)}
+    covered = [False] * len(words)
+    for i, gram in enumerate(_ngrams(words, n)):
+        if tuple(gram) in source:
+            covered[i : i + n] = [True] * n
+    return sum(covered) / len(words)
+
+
+def _ngrams(words: list[str], n: int) -> list[list[str]]:
+    return [words[i : i + n] for i in range(len(words) - n + 1)]
+
+
 def organization(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
     """Penalise stitching marks and verbatim copying of the contexts."""
-    sentences = split_sentences(answer)
-    if not sentences:
+    if not split_sentences(answer):
         return 1, "empty answer"
-    joined = " ".join(contexts)
-    verbatim = sum(s in joined for s in sentences) / len(sentences)
-    if answer.strip() in (c.strip() for c in contexts) or (verbatim == 1 and len(sentences) > 6):
-        return 1, "copies the contexts wholesale"
+    copied = copied_share(answer, contexts)
+    # Copy-paste: a whole context reappears in the answer (not just sentences picked from several).
+    if any(len(tokens(c)) >= 6 and copied_share(c, (answer,)) >= 0.9 for c in contexts):
+        return 1, "pastes a whole context into the answer"
     if _STITCH.search(answer):
         return 3, "stitching marks (source/context references) left in the answer"
-    if verbatim >= 0.75:
-        return 3, f"{verbatim:.0%} of sentences are excerpts copied from the contexts"
-    if verbatim >= 0.4:
-        return 4, f"mostly rewritten; {verbatim:.0%} of sentences copied verbatim"
+    if copied >= 0.75:
+        return 3, f"{copied:.0%} of the answer is excerpts copied from the contexts"
+    if copied >= 0.4:
+        return 4, f"mostly rewritten; {copied:.0%} copied verbatim"
     return 5, "rewritten in its own words with no stitching marks"

@@ -21,7 +21,7 @@ from ragtrack.pipeline.generate import AnswerInput, AnswerStep, OutlineInput, Ou
 from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, resolve_model
 from ragtrack.pipeline.qa_pairs import QA_SCHEMA, QAPairsStep, qa_chunks
-from ragtrack.pipeline.rerank import BiEncoderReranker, CrossEncoderReranker, Reranker, rerank
+from ragtrack.pipeline.rerank import CrossEncoderReranker, Reranker, rerank
 from ragtrack.pipeline.retrieve import Retriever
 from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
@@ -215,14 +215,7 @@ class Agent:
 
     def _make_reranker(self) -> Reranker | None:
         m = self.rerank_model
-        if m is None:
-            return None
-        s = self.spec.spec.rerank
-        kind = s.substitute_kind if m.substituted else s.kind
-        if kind == "cross-encoder":
-            return CrossEncoderReranker(m)
-        embedder = self.embedder if m.path == self.embedding_model.path else Embedder(m)
-        return BiEncoderReranker(m, embedder)
+        return CrossEncoderReranker(m) if m is not None and m.used != "none" else None
 
     def _context_unit(self, chunk_id: str) -> Chunk:
         chunk = self.chunks[chunk_id]
@@ -239,23 +232,22 @@ class Agent:
             else:
                 errors.append(f"rewrite: {rewritten.error}")
 
-        pool = s.retrieval.first_stage_k or s.retrieval.top_k
-        # Children are small: fetch more of them so enough distinct parents remain.
-        fetch = pool * 4 if self.parents else pool
-        units: dict[str, float] = {}
-        for chunk_id, score in self.retriever.search_many(queries, fetch):
-            unit = self._context_unit(chunk_id)
-            if unit.id not in units:
-                units[unit.id] = score
-            if len(units) == pool:
-                break
-        ranked = list(units.items())
         if self.reranker is not None:
-            candidates = [(uid, self._unit(uid).text) for uid, _ in ranked]
-            ranked = rerank(self.reranker, question, candidates, s.retrieval.top_k)
-        ranked = ranked[: s.retrieval.top_k]
+            # Wide first stage over index units, rerank the units themselves (small texts fit the
+            # cross-encoder's window), then return their context units in reranked order.
+            candidates = self.retriever.search_many(queries, s.retrieval.first_stage_k)
+            texts = [(cid, self.chunks[cid].text) for cid, _ in candidates]
+            ranked_units = rerank(self.reranker, question, texts, len(texts))
+        else:
+            # Children are small: fetch more of them so enough distinct parents remain.
+            fetch = s.retrieval.first_stage_k or (s.retrieval.top_k * 4 if self.parents else s.retrieval.top_k)
+            ranked_units = self.retriever.search_many(queries, fetch)
+        best: dict[str, float] = {}
+        for chunk_id, score in ranked_units:
+            best.setdefault(self._context_unit(chunk_id).id, score)
         contexts = [
-            RetrievedContext(uid, self._unit(uid).text, score, self._unit(uid).passage_ids) for uid, score in ranked
+            RetrievedContext(uid, self._unit(uid).text, score, self._unit(uid).passage_ids)
+            for uid, score in list(best.items())[: s.retrieval.top_k]
         ]
 
         outline: tuple[str, ...] = ()
@@ -305,7 +297,6 @@ class Agent:
         if self.rerank_model is not None:
             out["rerank_model_requested"] = self.rerank_model.requested
             out["rerank_model"] = self.rerank_model.used
-            out["rerank_kind"] = self.reranker.kind
         steps = {
             "qa_pairs": s.chunking.strategy == "qa_pairs",
             "topics": s.topics.enabled,

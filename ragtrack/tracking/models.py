@@ -1,7 +1,7 @@
 """Agent versions as MLflow models: one LoggedModel + registry version per distinct spec.
 
 A version's model carries the spec (parameters and prompt texts) as params and
-artifacts, and is a working pyfunc: ``mlflow.pyfunc.load_model(
+artifacts, and is a working pyfunc (``agent_model.py``, logged as code): ``mlflow.pyfunc.load_model(
 "models:/rag-agent@champion").predict(["How do I …?"])`` answers with the
 champion. An unchanged spec (same hash) reuses its registry version instead
 of piling up identical ones.
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
-import pandas as pd
 
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking.store import Store
@@ -30,52 +29,6 @@ class ModelRef:
     model_id: str
     version: str  # registry version number
     reused: bool
-
-
-class RagAgentModel(mlflow.pyfunc.PythonModel):
-    """pyfunc wrapper: builds the agent from the logged spec on first use.
-
-    ``model_config`` may set ``corpus`` (path) and ``cache_dir``; the LLM is the
-    spec's (``offline`` unless the version was logged with another).
-    """
-
-    def load_context(self, context) -> None:
-        self._spec = LoadedSpec.model_validate_json(Path(context.artifacts["spec"]).read_text("utf-8"))
-        self._config = dict(context.model_config or {})
-        self._agent = None
-
-    def _build(self):
-        from ragtrack.config import load_config
-        from ragtrack.corpus import load_corpus
-        from ragtrack.llm import make_llm
-        from ragtrack.pipeline.agent import Agent
-
-        config = load_config(self._config.get("root", "."))
-        corpus = load_corpus(self._config.get("corpus") or config.path(config.project.corpus))
-        llm = make_llm(self._spec.spec.llm.model, config)
-        cache = Path(self._config.get("cache_dir") or config.cache_dir)
-        return Agent(self._spec, corpus, llm, cache_dir=cache)
-
-    def predict(self, context, model_input, params=None):
-        if self._agent is None:
-            self._agent = self._build()
-        if isinstance(model_input, pd.DataFrame):
-            questions = model_input.iloc[:, 0].astype(str).tolist()
-        elif isinstance(model_input, str):
-            questions = [model_input]
-        else:
-            questions = [str(q) for q in model_input]
-        outputs = []
-        for q in questions:
-            out = self._agent.answer(q)
-            outputs.append(
-                {
-                    "answer": out.answer,
-                    "retrieved_ids": out.retrieved_passage_ids,
-                    "contexts": [c.text for c in out.contexts],
-                }
-            )
-        return outputs
 
 
 def find_model_version(store: Store, version: str, spec_hash: str | None = None) -> object | None:
@@ -111,7 +64,7 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
             warnings.filterwarnings("ignore", message="Add type hints", category=UserWarning)
             info = mlflow.pyfunc.log_model(
                 name=spec.name,
-                python_model=RagAgentModel(),
+                python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
                 artifacts={"spec": str(spec_file), "spec_toml": str(readable), "prompts": str(prompts)},
                 model_config={"corpus": corpus_path, "root": root},
                 params=spec.params(),

@@ -1,0 +1,149 @@
+"""Versions v2–v5: each strategy does what its idea says, offline, with cached indexes."""
+
+import pytest
+import torch
+
+from ragtrack.errors import ModelUnavailableError
+from ragtrack.llm import LLM
+from ragtrack.pipeline.agent import Agent
+from ragtrack.pipeline.index import tokenize_zh
+from ragtrack.pipeline.models import resolve_model
+from ragtrack.pipeline.rerank import CrossEncoderReranker, rerank
+from ragtrack.pipeline.retrieve import rrf_fuse
+from ragtrack.spec import load_spec
+
+
+def agent(project, corpus, embedder, version, llm=None):
+    spec = load_spec(version, project / "pipelines")
+    return Agent(spec, corpus, llm or LLM(), cache_dir=project / ".ragtrack" / "cache", embedder=embedder)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3", "v4", "v5"])
+def test_every_version_answers_offline(project, tiny_corpus, embedder, version):
+    out = agent(project, tiny_corpus, embedder, version).answer("What is the default cfg value?")
+    assert out.answer and out.contexts and not out.errors
+    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.retrieved_passage_ids
+
+
+def test_v2_indexes_generated_pairs_with_their_source_passage(project, tiny_corpus, embedder):
+    a = agent(project, tiny_corpus, embedder, "v2")
+    assert all(c.id.split("::qa")[0] == c.passage_ids[0] and len(c.passage_ids) == 1 for c in a.chunks.values())
+    assert all(c.text.startswith("Q: ") and "\nA: " in c.text for c in a.chunks.values())
+    out = a.answer("What is the default cfg value?")
+    assert out.contexts[0].text.startswith("Q: ")  # the context handed to the generator is the pair
+
+
+def test_v3_returns_unique_parents_in_rank_of_their_best_child(project, tiny_corpus, embedder):
+    a = agent(project, tiny_corpus, embedder, "v3")
+    out = a.answer("negative prompt blur watermarks")
+    ids = out.retrieved_unit_ids
+    assert len(ids) == len(set(ids)) and all(i in a.parents for i in ids)
+    best = a.retriever.search("negative prompt blur watermarks", 1)[0][0]
+    assert ids[0] == a.chunks[best].parent_id
+    # the Guidance parent covers both of its ### passages
+    assert set(out.contexts[0].passage_ids) == {
+        "guides/sampler.md#sampler-guide/guidance/cfg-value",
+        "guides/sampler.md#sampler-guide/guidance/negative-prompt",
+    }
+
+
+def test_v4_stores_topics_and_answers_along_an_outline(project, tiny_corpus, embedder):
+    a = agent(project, tiny_corpus, embedder, "v4")
+    assert all(p.metadata.get("topics") for p in a.parents.values())
+    out = a.answer("What is the default cfg value?")
+    assert out.outline and out.answer.splitlines()[0].startswith(out.outline[0])
+
+
+def test_v5_is_hybrid_with_rewrites_and_a_declared_substitute(project, tiny_corpus, embedder):
+    a = agent(project, tiny_corpus, embedder, "v5")
+    out = a.answer("Which file for the big T5 encoder on a low-memory machine?")
+    assert len(out.queries) == 3  # the question + 2 offline rewrites
+    d = a.describe()
+    assert d["rerank_model_requested"] == "BAAI/bge-reranker-base" and d["rerank_model"] == "none"
+    assert d["substituted"] == "true" and d["step.rewrite"].startswith("offline")
+    assert a.retriever.mode == "hybrid" and a.bm25 is not None
+
+
+def test_index_time_steps_and_embeddings_run_once(project, tiny_corpus, embedder):
+    for version, step in (("v2", "qa_pairs"), ("v4", "topics")):
+        llm = LLM()
+        agent(project, tiny_corpus, embedder, version, llm)
+        assert llm.accounting.summary("offline")[step]["offline"] > 0
+        embedded = embedder.texts_embedded
+        llm2 = LLM()
+        again = agent(project, tiny_corpus, embedder, version, llm2)
+        assert again.index_stats.from_cache
+        assert embedder.texts_embedded == embedded, f"{version}: a cached index embeds nothing"
+        assert step not in llm2.accounting.summary("offline"), f"{version}: no index-time LLM step on reuse"
+
+
+def test_rrf_fusion_hand_computed():
+    fused = dict(rrf_fuse([["a", "b", "c"], ["c", "a"]], k=60))
+    assert fused["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert fused["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert fused["b"] == pytest.approx(1 / 62)
+    assert [d for d, _ in rrf_fuse([["a", "b", "c"], ["c", "a"]], k=60)] == ["a", "c", "b"]
+    assert [d for d, _ in rrf_fuse([["x", "y"], ["y", "x"]])] == ["x", "y"]  # ties: first seen wins
+
+
+def test_chinese_bm25_uses_jieba_words():
+    words = tokenize_zh("把检查点文件放进模型文件夹")
+    assert "检查点" in words and "文件夹" in words
+
+
+def test_missing_model_without_substitute_fails_before_work():
+    with pytest.raises(ModelUnavailableError, match="local path|local folder|--local-dir"):
+        resolve_model("BAAI/bge-reranker-base", None, "rerank")
+    resolved = resolve_model("BAAI/bge-reranker-base", "sentence-transformers/all-MiniLM-L6-v2", "rerank")
+    assert resolved.substituted and resolved.used == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_spec_without_substitute_stops_before_indexing(project, tiny_corpus, embedder):
+    text = (project / "pipelines" / "v5.toml").read_text().replace('substitute = "none"\n', "")
+    (project / "pipelines" / "v5_strict.toml").write_text(text.replace('name = "v5"', 'name = "v5_strict"'))
+    with pytest.raises(ModelUnavailableError):
+        agent(project, tiny_corpus, embedder, "v5_strict")
+    assert not (project / ".ragtrack" / "cache" / "index").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    """A tiny BERT cross-encoder created and saved locally (no hub), as a reranker folder."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-reranker")
+    words = "cfg value default sampler steps prompt negative the is what of a".split()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (folder / "vocab.txt").write_text("\n".join(vocab))
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=1,
+        max_position_embeddings=64,
+    )
+    BertForSequenceClassification(config).eval().save_pretrained(folder)
+    return folder
+
+
+def test_cross_encoder_loads_through_flagembedding_and_ranks_by_its_scores(tiny_cross_encoder):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = resolve_model(str(tiny_cross_encoder), None, "rerank")
+    reranker = CrossEncoderReranker(model)
+    texts = ["the cfg value is default", "negative prompt", "steps of the sampler"]
+    scores = reranker.scores("what is the cfg value", texts)
+    # Same numbers as a direct forward pass of the saved model: FlagEmbedding really ran it.
+    tok = AutoTokenizer.from_pretrained(tiny_cross_encoder)
+    net = AutoModelForSequenceClassification.from_pretrained(tiny_cross_encoder).eval()
+    with torch.no_grad():
+        batch = tok(["what is the cfg value"] * 3, texts, return_tensors="pt", padding=True)
+        direct = net(**batch).logits.view(-1).tolist()
+    assert scores == pytest.approx(direct, abs=1e-4)
+    ranked = rerank(reranker, "what is the cfg value", list(zip("abc", texts, strict=True)), 2)
+    order = sorted(range(3), key=lambda i: -scores[i])
+    assert [r[0] for r in ranked] == ["abc"[i] for i in order[:2]]
