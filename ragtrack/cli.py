@@ -41,7 +41,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except RagtrackError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False)
+            click.echo(f"error: {e}", err=True)  # plain: paths with file:line must not be wrapped
             sys.exit(2)
 
 

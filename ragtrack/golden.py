@@ -137,6 +137,8 @@ def _explain(err: dict) -> str:
         return "unknown field"
     if err["type"] == "missing":
         return "required field is missing"
+    if err["type"] == "too_short":
+        return "must list at least one item"
     return err["msg"].removeprefix("Value error, ")
 
 

@@ -40,7 +40,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
     if name.startswith("local:"):
         from ragtrack.llm.local_backend import LocalBackend
 
-        return LocalBackend(name.removeprefix("local:"))
+        return LocalBackend(name.removeprefix("local:"), cache_dir=config.cache_dir / "local-models")
 
     from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,6 +34,17 @@ REPAIR_INSTRUCTION = (
     "Your previous reply could not be read ({error}). Reply again with only the "
     "requested output, nothing before or after it."
 )
+
+
+_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
+
+
+def redact(text: str) -> str:
+    """Remove API keys from text that may be logged (error messages quote keys, even partly)."""
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and ("API_KEY" in name or name.endswith("_TOKEN")):
+            text = text.replace(value, "***")
+    return _KEY_PATTERN.sub("***", text)
 
 
 class CircuitOpenError(RuntimeError):
@@ -100,10 +113,10 @@ class LLM:
         try:
             first, cached = self._complete(step.name, messages, params)
         except (TransientError, PermanentError) as e:
-            return self._failed(step.name, f"call failed: {e}")
+            return self._failed(step.name, f"call failed: {e}", endpoint_down=True)
         try:
             value = step.parse(first.text)
-            return self._succeeded(StepResult(value, raw=first.text, cached=cached, truncated=first.truncated))
+            return StepResult(value, raw=first.text, cached=cached, truncated=first.truncated)
         except ParseError as e:
             error = str(e)
 
@@ -116,10 +129,10 @@ class LLM:
         try:
             second, cached = self._complete(step.name, repair, params)
         except (TransientError, PermanentError) as e:
-            return self._failed(step.name, f"parse: {error}; repair call failed: {e}", first.text)
+            return self._failed(step.name, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
         try:
             value = step.parse(second.text)
-            return self._succeeded(StepResult(value, raw=second.text, cached=cached, truncated=second.truncated))
+            return StepResult(value, raw=second.text, cached=cached, truncated=second.truncated)
         except ParseError as e:
             raw = f"{first.text}\n--- repair ---\n{second.text}"
             return self._failed(step.name, f"parse: {e}", raw)
@@ -135,13 +148,13 @@ class LLM:
         with ThreadPoolExecutor(max_workers=self.limiter.maximum) as pool:
             return list(pool.map(lambda inp: self.run(step, inp), inputs))
 
-    def _succeeded(self, result: StepResult[O]) -> StepResult[O]:
-        with self._lock:
-            self._failures_in_a_row = 0
-        return result
-
-    def _failed(self, step: str, error: str, raw: str | None = None) -> StepResult:
+    def _failed(self, step: str, error: str, raw: str | None = None, endpoint_down: bool = False) -> StepResult:
+        """Record a failed step. Only calls that failed after all retries count toward
+        stopping the run; an unreadable reply is the model's problem, recorded per item."""
+        error, raw = redact(error), redact(raw) if raw else raw
         self.accounting.add(step, failed=1)
+        if not endpoint_down:
+            return StepResult(value=None, error=error, raw=raw)
         with self._lock:
             self._failures_in_a_row += 1
             tripped = self._failures_in_a_row >= self.retry.max_consecutive_failures
@@ -175,6 +188,9 @@ class LLM:
                     time.sleep(self.retry.delay(attempt, e.retry_after))
                 continue
             self.limiter.on_success(latency, step)
+            completion = replace(completion, text=redact(completion.text))
+            with self._lock:
+                self._failures_in_a_row = 0
             self.accounting.add(
                 step,
                 calls=1,

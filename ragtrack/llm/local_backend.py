@@ -9,6 +9,8 @@ holding a transformers model, or a ``.gguf`` file.
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,19 +40,50 @@ def resolve_local_model(name: str) -> tuple[Path, str | None]:
     raise ModelUnavailableError(f"local model not found: {name} (give a folder, a .gguf file or 'smollm2')")
 
 
+def _load(folder: Path, gguf: str | None, cache_dir: Path | None):
+    """Load a model; a GGUF file is converted once and kept as a transformers folder.
+
+    Reading a GGUF means rebuilding the tokenizer and de-quantising every tensor
+    (~40 s for SmolLM2 here); the converted copy loads in under a second.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if gguf is None:
+        return (
+            AutoTokenizer.from_pretrained(folder, local_files_only=True),
+            AutoModelForCausalLM.from_pretrained(folder, local_files_only=True),
+        )
+    source = folder / gguf
+    converted = cache_dir / f"{source.stem}-{source.stat().st_size}" if cache_dir else None
+    if converted is not None and (converted / "config.json").is_file():
+        return _load(converted, None, None)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, local_files_only=True)
+    if converted is not None:
+        tmp = Path(tempfile.mkdtemp(dir=_mkdir(cache_dir), prefix=".tmp-"))
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        if converted.exists():
+            shutil.rmtree(converted)
+        tmp.rename(converted)
+    return tokenizer, model
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 class LocalBackend:
     """Greedy / sampled generation with a transformers causal LM; one request at a time."""
 
     max_concurrency = 1
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, cache_dir: Path | None = None):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         folder, gguf = resolve_local_model(name)
-        kwargs = {"gguf_file": gguf} if gguf else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **kwargs)
-        self.model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, **kwargs)
+        self.tokenizer, self.model = _load(folder, gguf, cache_dir)
         self.model.eval()
         self._torch = torch
         self._lock = threading.Lock()

@@ -12,6 +12,7 @@ rejected request is never retried ten times in the same shape.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -73,7 +74,8 @@ class OpenAIBackend:
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
         )
         self.model = model
-        self.base_url = str(self.client.base_url).rstrip("/")
+        # Identity is logged: keep credentials that some users put in the URL out of it.
+        self.base_url = re.sub(r"//[^/@]*@", "//", str(self.client.base_url).rstrip("/"))
         self.identity = f"openai:{model}@{self.base_url}"
         self.max_concurrency = max_concurrency
         self.formats = formats or ResponseFormatMemory(None)

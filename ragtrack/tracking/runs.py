@@ -111,6 +111,8 @@ def log_items(store: Store, run_id: str, records: list[ItemRecord]) -> None:
 
 def log_genai_records(store: Store, run_id: str, model_id: str | None, records: list[ItemRecord]) -> None:
     """Per-item evaluation records in MLflow's own evaluation view (no model is called)."""
+    if not records:
+        return
     from mlflow.entities import Feedback
     from mlflow.genai.scorers import scorer
 

@@ -33,19 +33,24 @@ def default_tracking_uri(root: Path) -> str:
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
+# mlflow.set_tracking_uri() also exports MLFLOW_TRACKING_URI; remember what we exported so
+# that a later call for another project is not mistaken for the user's own setting.
+_exported: str | None = None
+
+
 def resolve_tracking_uri(config: ProjectConfig, override: str | None = None) -> str:
-    return (
-        override
-        or os.environ.get("MLFLOW_TRACKING_URI")
-        or config.project.tracking_uri
-        or default_tracking_uri(config.root)
-    )
+    from_env = os.environ.get("MLFLOW_TRACKING_URI")
+    if from_env == _exported:
+        from_env = None
+    return override or from_env or config.project.tracking_uri or default_tracking_uri(config.root)
 
 
 def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
     """Point MLflow at the store and make sure the project's experiment exists."""
+    global _exported
     uri = resolve_tracking_uri(config, tracking_uri)
     mlflow.set_tracking_uri(uri)
+    _exported = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_registry_uri(uri)
     client = MlflowClient(uri, registry_uri=uri)
     name = config.project.experiment

@@ -1,0 +1,61 @@
+"""``ragtrack eval`` with every LLM step on an OpenAI-compatible endpoint (the loopback server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragtrack.api import evaluate
+from ragtrack.llm.fake_server import FakeOpenAIServer
+
+KEY = "sk-loopback-secret-7f3a9c2e41b0d8e5"
+
+
+@pytest.fixture
+def endpoint(monkeypatch):
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        yield server
+
+
+def test_v5_on_an_openai_endpoint_then_entirely_from_cache(project, endpoint):
+    report = evaluate("v5", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert report.complete and report.metrics["correctness_n"] == 5 and report.metrics["correctness"] == 4.0
+    steps = {r["messages"][0]["content"][:40] for r in endpoint.log.requests}
+    assert len(steps) >= 6, "topics, rewrite, outline, answer and the judges all reached the endpoint"
+    assert report.params["generator"] == "llm:openai:fake-model@" + endpoint.base_url
+    assert report.params["judge"].startswith("openai:fake-model@")
+    assert endpoint.log.headers[0]["authorization"] == f"Bearer {KEY}"
+    agent = report.accounting["agent"]
+    assert agent["answer"]["calls"] == 5 and agent["total"]["tokens_in"] > 0
+    calls = len(endpoint.log.requests)
+
+    again = evaluate("v5", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert len(endpoint.log.requests) == calls, "an unchanged re-run makes zero calls"
+    assert again.accounting["judge"]["total"]["calls"] == 0 and again.accounting["judge"]["total"]["cached"] == 20
+    assert again.metrics == pytest.approx({**again.metrics, **{k: report.metrics[k] for k in ("correctness", "mrr")}})
+
+
+def test_the_api_key_never_reaches_the_store_artifacts_or_cache(project, endpoint):
+    from ragtrack.llm.fake_server import Fault
+
+    # The endpoint rejects the key and, like OpenAI's API, quotes it in the error message.
+    endpoint.inject(*[Fault("401")] * 200)
+    report = evaluate("v1", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert report.stopped_early and "***" in report.stopped_early and KEY not in report.stopped_early
+    assert KEY in endpoint.log.headers[0]["authorization"]  # the key was really sent...
+    files = [p for p in project.rglob("*") if p.is_file()]
+    assert any("mlruns" in p.parts for p in files) and any(".ragtrack" in p.parts for p in files), files
+    leaked = [p for p in files if KEY[5:25].encode() in p.read_bytes()]
+    assert not leaked, leaked  # ...and no part of it was written anywhere
+
+
+def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, endpoint):
+    endpoint.fault_rate = 0.3
+    report = evaluate("v3", root=project, llm="openai:fake-model", judge="openai:fake-model", use_cache=False)
+    assert report.complete and [r.id for r in report.records] == ["a1", "a2", "b1", "c1", "d1"]
+    assert endpoint.log.faults_served > 0
+    judged = report.metrics["correctness_n"] + report.metrics["judge_errors/correctness"]
+    assert judged == 5, "every item is either scored or has a counted judge error"
+    retries = report.accounting["judge"]["total"]["retries"] + report.accounting["agent"]["total"]["retries"]
+    assert retries > 0
