@@ -14,7 +14,9 @@ from pathlib import Path
 
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, load_corpus
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
+from ragtrack.evaluation.compare import ItemChange, MetricRow, compare_records
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JUDGES, judge_identity, judge_steps
 from ragtrack.evaluation.runner import Checkpoint, ItemRecord, run_items
@@ -23,7 +25,16 @@ from ragtrack.llm import make_llm
 from ragtrack.pipeline.agent import Agent
 from ragtrack.spec import load_spec
 from ragtrack.tracking import runs
+from ragtrack.tracking.compare import (
+    EvalRun,
+    comparability_problems,
+    find_eval_runs,
+    latest_eval_run,
+    load_records,
+    log_comparison,
+)
 from ragtrack.tracking.models import ensure_version_model
+from ragtrack.tracking.promotion import Decision, Rule, current_champion, decide
 from ragtrack.tracking.store import open_store
 
 
@@ -128,16 +139,15 @@ def evaluate(
         **agent.describe(),
         **{f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"},
     }
-    tags = {
-        runs.KIND_TAG: "eval",
-        "ragtrack.version": spec.name,
-        "ragtrack.spec_hash": spec.hash,
-        "ragtrack.golden_digest": golden.digest,
-        "ragtrack.judge_identity": judge_id,
-        "ragtrack.substituted": str(agent.substituted).lower(),
-        "ragtrack.model_version": model.version,
-        "ragtrack.model_id": model.model_id,
-    }
+    tags = runs.eval_tags(
+        version=spec.name,
+        spec_hash=spec.hash,
+        golden_digest=golden.digest,
+        judge_identity=judge_id,
+        substituted=agent.substituted,
+        model_version=model.version,
+        model_id=model.model_id,
+    )
     run_id = runs.start_run(store, f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
     checkpoint.start({"run_id": run_id, "version": spec.name})
 
@@ -184,3 +194,135 @@ def evaluate(
         stopped_early=outcome.stopped_early,
         index_from_cache=agent.index_stats.from_cache,
     )
+
+
+# ---------------------------------------------------------------- compare / promote / versions
+
+
+@dataclass
+class ComparisonReport:
+    a: EvalRun
+    b: EvalRun
+    rows: list[MetricRow]
+    changes: list[ItemChange]
+    run_id: str
+    warnings: list[str]
+
+
+def compare(
+    version_a: str,
+    version_b: str,
+    *,
+    root: str | Path = ".",
+    golden_path: str | None = None,
+    tracking_uri: str | None = None,
+    allow_incomparable: bool = False,
+    log: bool = True,
+) -> ComparisonReport:
+    """The latest comparable eval runs of two versions, side by side with paired statistics.
+
+    B's latest complete run picks the golden digest and judge (or ``golden_path``
+    does); A's latest run with the same ones is its partner.
+    """
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    digest = None
+    if golden_path:
+        _, golden = load_inputs(config, None, golden_path)
+        digest = golden.digest
+    b = latest_eval_run(store, version_b, digest)
+    try:
+        a = latest_eval_run(store, version_a, b.golden_digest, b.judge_identity)
+    except RagtrackError:
+        if not allow_incomparable:
+            raise RagtrackError(
+                f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
+                f"(digest {b.golden_digest}, judge {b.judge_identity}); run: ragtrack eval --version {version_a} "
+                f"with the same --golden and --judge"
+            ) from None
+        a = latest_eval_run(store, version_a)
+    warnings = comparability_problems(a, b)
+    if a.substituted or b.substituted:
+        warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
+    rows, changes = compare_records(load_records(store, a.run_id), load_records(store, b.run_id))
+    if any(r.partial for r in rows if r.scope == "all"):
+        warnings.append("some judge means cover fewer than all items (judge errors): see n")
+    run_id = log_comparison(store, a, b, rows, changes, render_comparison(a, b, rows, changes)) if log else ""
+    return ComparisonReport(a, b, rows, changes, run_id, warnings)
+
+
+def render_comparison(a: EvalRun, b: EvalRun, rows: list[MetricRow], changes: list[ItemChange]) -> str:
+    """Plain-text table (logged as an artifact; the CLI draws its own)."""
+    lines = [f"{a.version} ({a.run_id}) vs {b.version} ({b.run_id})", ""]
+    lines.append(f"{'metric':<20}{'scope':<8}{a.version:>8}{b.version:>8}{'delta':>9}  95% CI            p      n")
+    for r in rows:
+        d = r.diff
+        lines.append(
+            f"{r.metric:<20}{r.scope.removeprefix('type_'):<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
+            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_value:.3f}  {d.n}/{r.items_total}"
+        )
+    lines += ["", "items that moved (correctness):"]
+    lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
+    return "\n".join(lines)
+
+
+def promote(
+    version: str,
+    *,
+    root: str | Path = ".",
+    tracking_uri: str | None = None,
+    margin: float = 0.0,
+    tolerance: float = 0.0,
+    require_significance: bool = False,
+    allow_substitutes: bool = False,
+    allow_partial: bool = False,
+    dry_run: bool = False,
+) -> Decision:
+    """Apply the promotion rule to ``version``'s latest eval; moves the ``champion`` alias on success."""
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
+    return decide(store, version, rule, dry_run=dry_run, lock_dir=config.cache_dir)
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: str
+    model_version: str
+    spec_hash: str
+    champion: bool
+    last_evals: list[EvalRun]  # newest per golden digest
+
+
+def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
+    """Every registered version (newest model version each), its last eval per golden digest."""
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    champ = current_champion(store)
+    try:
+        mvs = store.client.search_model_versions(f"name='{store.registered_model}'")
+    except Exception:
+        mvs = []
+    newest: dict[str, object] = {}
+    for mv in mvs:
+        name = mv.tags.get("ragtrack.version", "?")
+        if name not in newest or int(mv.version) > int(newest[name].version):
+            newest[name] = mv
+    evals = find_eval_runs(store)
+    rows = []
+    for name in sorted(newest):
+        mv = newest[name]
+        per_digest: dict[str, EvalRun] = {}
+        for run in evals:
+            if run.version == name and run.golden_digest not in per_digest:
+                per_digest[run.golden_digest] = run
+        rows.append(
+            VersionRow(
+                name,
+                str(mv.version),
+                mv.tags.get("ragtrack.spec_hash", ""),
+                bool(champ and champ[0] == str(mv.version)),
+                list(per_digest.values()),
+            )
+        )
+    return rows

@@ -27,6 +27,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in ("mlflow", "alembic", "transformers", "sentence_transformers", "httpx", "faiss", "urllib3"):
@@ -229,6 +230,162 @@ def _print_accounting(accounting: dict) -> None:
             f"{f['latency_p95_s']:.2f}",
         )
     console.print(table)
+
+
+@main.command()
+@click.argument("version_a")
+@click.argument("version_b")
+@click.option("--golden", "golden_path", type=click.Path(dir_okay=False), help="Compare runs on this golden set.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
+@click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
+@click.pass_context
+def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable):
+    """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
+    difference with a 95% bootstrap interval and a permutation p-value, and the items
+    that got better or worse. Logged as a comparison run with a per-type plot.
+    """
+    from ragtrack.api import compare as run_compare
+
+    report = run_compare(
+        version_a,
+        version_b,
+        root=ctx.obj["root"],
+        golden_path=golden_path,
+        tracking_uri=tracking_uri,
+        allow_incomparable=allow_incomparable,
+    )
+    a, b = report.a.version, report.b.version
+    table = Table(
+        title=f"{a} vs {b}  (golden {report.b.golden_digest}, judge {report.b.judge_identity})",
+        title_justify="left",
+        caption="Δ = b − a; interval: paired bootstrap 95%; * = excludes 0",
+        caption_justify="left",
+    )
+    for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "n"):
+        table.add_column(col, justify="left" if col in ("metric", "scope") else "right", no_wrap=True)
+    metric_order = {m: i for i, m in enumerate(dict.fromkeys(r.metric for r in report.rows))}
+    for row in sorted(report.rows, key=lambda r: (metric_order[r.metric], r.scope != "all", r.scope)):
+        d = row.diff
+        colour = "green" if d.significant and d.delta > 0 else "red" if d.significant else ""
+        delta = f"[{colour}]{d.delta:+.2f}*[/]" if colour else f"{d.delta:+.2f}"
+        n = f"{d.n}" if not row.partial else f"[yellow]{d.n}/{row.items_total}[/]"
+        scope = "all" if row.scope == "all" else row.scope.removeprefix("type_")
+        table.add_row(
+            row.metric if scope == "all" else "",
+            scope,
+            f"{d.mean_a:.3f}",
+            f"{d.mean_b:.3f}",
+            delta,
+            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
+            f"{d.p_value:.3f}",
+            n,
+            end_section=scope == "D",
+        )
+    console.print(table)
+    moved = [c for c in report.changes if c.metric == "correctness"][:show_items]
+    if moved:
+        items = Table(title="items that moved (correctness)", title_justify="left")
+        for col in ("item", "type", a, b, "question"):
+            items.add_column(col)
+        for c in moved:
+            colour = "green" if c.delta > 0 else "red"
+            items.add_row(c.id, c.type, f"{c.a:g}", f"[{colour}]{c.b:g}[/]", c.question)
+        console.print(items)
+    for w in report.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
+
+
+@main.command()
+@click.argument("version")
+@click.option("--dry-run", is_flag=True, help="Decide and report, but do not move the alias or tag versions.")
+@click.option("--margin", default=0.0, show_default=True, help="Correctness must beat the champion by more than this.")
+@click.option("--tolerance", default=0.0, show_default=True, help="Groundedness may drop by at most this.")
+@click.option(
+    "--require-significance", is_flag=True, help="Also require the 95% CI of the correctness gain to exclude 0."
+)
+@click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
+@click.option("--allow-partial", is_flag=True, help="Accept judge means that cover fewer than all items.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def promote(
+    ctx, version, dry_run, margin, tolerance, require_significance, allow_substitutes, allow_partial, tracking_uri
+):
+    """Make VERSION the champion if it beats the current one on correctness without
+    regressing groundedness (same golden set, same judge). Exit status 0 when promoted
+    (or, with --dry-run, when it would be), 1 when refused — usable as a CI gate.
+    """
+    from ragtrack.api import promote as run_promote
+
+    d = run_promote(
+        version,
+        root=ctx.obj["root"],
+        tracking_uri=tracking_uri,
+        margin=margin,
+        tolerance=tolerance,
+        require_significance=require_significance,
+        allow_substitutes=allow_substitutes,
+        allow_partial=allow_partial,
+        dry_run=dry_run,
+    )
+    console.print(f"rule: {d.rule}")
+    if d.figures.get("champion_correctness") is not None:
+        f = d.figures
+        console.print(
+            f"correctness  {d.champion}: {f['champion_correctness']:.3f}   {d.version}: "
+            f"{f['challenger_correctness_paired']:.3f}   Δ {f['correctness_delta']:+.3f} "
+            f"[{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}]"
+        )
+        console.print(
+            f"groundedness {d.champion}: {f['champion_groundedness']:.3f}   {d.version}: "
+            f"{f['challenger_groundedness_paired']:.3f}   Δ {f['groundedness_delta']:+.3f}"
+        )
+    for gate in d.gates:
+        mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
+        console.print(f"gate {gate.metric} >= {gate.minimum:g}: {_fmt(gate.value)} {mark}")
+    colour = "green" if d.promoted else "red"
+    console.print(f"[bold {colour}]{d.summary()}[/]", highlight=False)
+    console.print(f"decision recorded in run {d.decision_run_id}")
+    sys.exit(0 if d.promoted else 1)
+
+
+@main.command()
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def versions(ctx, tracking_uri):
+    """Registered versions, their model version and spec hash, the last eval per golden
+    set with its key metrics, and which one is the champion."""
+    from ragtrack.api import versions as list_versions
+
+    rows = list_versions(root=ctx.obj["root"], tracking_uri=tracking_uri)
+    if not rows:
+        console.print("no versions registered yet; run: ragtrack eval --version v1")
+        return
+    table = Table(title_justify="left")
+    for col in ("version", "model", "spec", "golden", "judge", "recall", "mrr", "correct", "ground", "run"):
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        label = f"{row.version} [bold green]★[/]" if row.champion else row.version
+        if not row.last_evals:
+            table.add_row(label, row.model_version, row.spec_hash[:8], "—", "—", "", "", "", "", "no eval yet")
+        for n, run in enumerate(row.last_evals):
+            m = run.metrics
+            judge = run.judge_identity.split("|")[0] + ("*" if run.substituted else "")
+            table.add_row(
+                label if n == 0 else "",
+                row.model_version if n == 0 else "",
+                row.spec_hash[:8] if n == 0 else "",
+                run.golden_digest[:8],
+                judge,
+                _fmt(m.get("context_recall")),
+                _fmt(m.get("mrr")),
+                _fmt(m.get("correctness"), 2),
+                _fmt(m.get("groundedness"), 2),
+                run.run_id[:8],
+            )
+    console.print(table)
+    console.print("[dim]★ champion · judge* = substituted models in that run · IDs shortened[/]")
 
 
 @main.group()

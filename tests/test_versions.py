@@ -51,7 +51,7 @@ def test_v4_stores_topics_and_answers_along_an_outline(project, tiny_corpus, emb
     a = agent(project, tiny_corpus, embedder, "v4")
     assert all(p.metadata.get("topics") for p in a.parents.values())
     out = a.answer("What is the default cfg value?")
-    assert out.outline and out.answer.splitlines()[0].startswith(out.outline[0])
+    assert out.outline and len(out.answer.split("\n\n")) == min(len(out.outline), 4)  # a paragraph per point
 
 
 def test_v5_is_hybrid_with_rewrites_and_a_declared_substitute(project, tiny_corpus, embedder):

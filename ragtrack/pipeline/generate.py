@@ -76,16 +76,16 @@ class AnswerStep(Step[AnswerInput, str]):
         if not inp.outline:
             picked = closest_sentences(self.embedder, inp.question, inp.contexts, self.max_sentences)
             return " ".join(s for _, _, s in sorted(picked)) or "The retrieved contexts do not answer this."
-        # Outline-led: one short paragraph per outline point, each from the sentence
-        # closest to that point and the question, never reusing a sentence.
+        # Outline-led: one paragraph per outline point, in the outline's order, each the
+        # sentence closest to that point and the question, never reusing a sentence.
         used: set[str] = set()
         paragraphs = []
-        for heading in inp.outline[: self.max_sentences]:
-            best = closest_sentences(self.embedder, f"{inp.question} {heading}", inp.contexts, 1, used)
+        for point in inp.outline[: self.max_sentences]:
+            best = closest_sentences(self.embedder, f"{inp.question} {point}", inp.contexts, 1, used)
             if best:
                 used.add(best[0][2])
-                paragraphs.append(f"{heading}: {best[0][2]}")
-        return "\n".join(paragraphs) or "The retrieved contexts do not answer this."
+                paragraphs.append(best[0][2])
+        return "\n\n".join(paragraphs) or "The retrieved contexts do not answer this."
 
 
 @dataclass(frozen=True)

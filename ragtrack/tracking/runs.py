@@ -33,11 +33,41 @@ log = logging.getLogger(__name__)
 KIND_TAG = "ragtrack.kind"
 
 
-def start_run(store: Store, name: str, params: dict[str, str], tags: dict[str, str], run_id: str | None = None) -> str:
+def eval_tags(
+    *,
+    version: str,
+    spec_hash: str,
+    golden_digest: str,
+    judge_identity: str,
+    substituted: bool,
+    model_version: str,
+    model_id: str,
+) -> dict[str, str]:
+    """The tags compare/promote/versions search eval runs by."""
+    return {
+        KIND_TAG: "eval",
+        "ragtrack.version": version,
+        "ragtrack.spec_hash": spec_hash,
+        "ragtrack.golden_digest": golden_digest,
+        "ragtrack.judge_identity": judge_identity,
+        "ragtrack.substituted": str(substituted).lower(),
+        "ragtrack.model_version": model_version,
+        "ragtrack.model_id": model_id,
+    }
+
+
+def start_run(
+    store: Store,
+    name: str,
+    params: dict[str, str],
+    tags: dict[str, str],
+    run_id: str | None = None,
+    experiment_id: str | None = None,
+) -> str:
     """Create a run (or reopen ``run_id`` to resume it) and log its params and tags."""
     client = store.client
     if run_id is None:
-        run_id = client.create_run(store.experiment_id, run_name=name, tags=tags).info.run_id
+        run_id = client.create_run(experiment_id or store.experiment_id, run_name=name, tags=tags).info.run_id
     else:
         client.update_run(run_id, status="RUNNING")
     params = {k: str(v)[:6000] for k, v in params.items()}

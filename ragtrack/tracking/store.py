@@ -21,10 +21,11 @@ from ragtrack.config import ProjectConfig
 @dataclass(frozen=True)
 class Store:
     tracking_uri: str
-    experiment_id: str
+    experiment_id: str  # eval runs: every version side by side under the same metric names
     experiment_name: str
     registered_model: str
     client: MlflowClient
+    decisions_experiment_id: str = ""  # comparison and promotion runs, kept out of the eval charts
 
 
 def default_tracking_uri(root: Path) -> str:
@@ -54,13 +55,22 @@ def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
     mlflow.set_registry_uri(uri)
     client = MlflowClient(uri, registry_uri=uri)
     name = config.project.experiment
+    return Store(
+        uri,
+        _experiment(client, uri, name),
+        name,
+        config.project.registered_model,
+        client,
+        _experiment(client, uri, f"{name}-decisions"),
+    )
+
+
+def _experiment(client: MlflowClient, uri: str, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        # A local SQLite store keeps its artifacts beside the database, not in the CWD.
-        artifacts = None
-        if uri.startswith("sqlite:///"):
-            artifacts = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
-        experiment_id = client.create_experiment(name, artifact_location=artifacts)
-    else:
-        experiment_id = experiment.experiment_id
-    return Store(uri, experiment_id, name, config.project.registered_model, client)
+    if experiment is not None:
+        return experiment.experiment_id
+    # A local SQLite store keeps its artifacts beside the database, not in the CWD.
+    artifacts = None
+    if uri.startswith("sqlite:///"):
+        artifacts = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+    return client.create_experiment(name, artifact_location=artifacts)

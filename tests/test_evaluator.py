@@ -1,0 +1,66 @@
+"""``mlflow.models.evaluate(..., evaluators=["ragtrack"])`` through the entry-point plugin."""
+
+import mlflow
+import pandas as pd
+import pytest
+
+from ragtrack.api import evaluate
+from ragtrack.config import load_config
+from ragtrack.tracking.store import open_store
+
+GT = "guides/sampler.md#sampler-guide/guidance/cfg-value"
+
+
+def test_plugin_is_registered_under_the_mlflow_entry_point():
+    from mlflow.models.evaluation.evaluator_registry import _model_evaluation_registry
+
+    _model_evaluation_registry.register_entrypoints()
+    assert "ragtrack" in _model_evaluation_registry._registry
+
+
+def test_static_predictions_are_scored_by_ids_and_judges(project):
+    open_store(load_config(project))
+    data = pd.DataFrame(
+        {
+            "question": ["What is the default cfg value?", "How many steps by default?"],
+            "gt_context_ids": [[GT], ["guides/sampler.md#sampler-guide/steps"]],
+            "gt_answer": ["The cfg value defaults to 8.0.", "20 steps."],
+            "outputs": [
+                {
+                    "answer": "The cfg value defaults to 8.0.",
+                    "retrieved_ids": ["x", GT],
+                    "contexts": ["The cfg value defaults to 8.0."],
+                },
+                {"answer": "No idea.", "retrieved_ids": ["y"], "contexts": ["unrelated"]},
+            ],
+        }
+    )
+    with mlflow.start_run() as run:
+        result = mlflow.models.evaluate(
+            data=data,
+            predictions="outputs",
+            model_type="question-answering",
+            evaluators=["ragtrack"],
+            evaluator_config={"ragtrack": {"k": 2}},
+        )
+    m = result.metrics
+    assert m["context_recall"] == 0.5 and m["mrr"] == pytest.approx(0.25)  # (1/2 + 0) / 2
+    assert m["correctness_n"] == 2 and m["correctness/type_A"] == m["correctness"]
+    logged = mlflow.get_run(run.info.run_id).data.metrics
+    assert logged["context_recall"] == 0.5
+
+
+def test_a_registered_agent_version_evaluates_through_mlflow(project):
+    report = evaluate("v1", root=project, limit=2)
+    open_store(load_config(project))
+    data = pd.DataFrame(
+        {"question": ["What is the default cfg value?"], "gt_context_ids": [[GT]], "gt_answer": ["8.0"]}
+    )
+    with mlflow.start_run():
+        result = mlflow.models.evaluate(
+            f"models:/rag-agent/{report.model_version}",
+            data=data,
+            model_type="question-answering",
+            evaluators=["ragtrack"],
+        )
+    assert result.metrics["context_recall"] == 1.0 and result.metrics["correctness_n"] == 1
