@@ -6,7 +6,7 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-VERSION ?= v1
+VERSION ?= v5
 
 .PHONY: setup eval test lint bench clean
 

@@ -16,9 +16,10 @@ from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, load_corpus
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
+from ragtrack.evaluation.calibration import Agreement, load_cases, summarize
 from ragtrack.evaluation.compare import ItemChange, MetricRow, compare_records
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
-from ragtrack.evaluation.judges import JUDGES, judge_identity, judge_steps
+from ragtrack.evaluation.judges import JUDGES, judge_identity, judge_steps, prompt_hash
 from ragtrack.evaluation.runner import Checkpoint, ItemRecord, run_items
 from ragtrack.golden import GoldenSet, load_golden
 from ragtrack.llm import make_llm
@@ -326,3 +327,82 @@ def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list
             )
         )
     return rows
+
+
+# ---------------------------------------------------------------- judge calibration
+
+
+@dataclass
+class CalibrationReport:
+    judge: str
+    judge_identity: str
+    agreements: dict[str, list[Agreement]]  # "all" / "en" / "zh" → per judge
+    predictions: dict[str, list[int | None]]
+    run_id: str
+
+
+def calibrate(
+    judge: str = "offline",
+    *,
+    root: str | Path = ".",
+    cases_path: str | None = None,
+    tracking_uri: str | None = None,
+    use_cache: bool = True,
+    limit: int | None = None,
+    on_start: Callable[[int], None] = lambda total: None,
+    on_case: Callable[[], None] = lambda: None,
+) -> CalibrationReport:
+    """Run ``judge`` over the calibration set and measure its agreement with the labels.
+
+    Each case is judged with the prompts of its own language; results are logged
+    as a run in ``<experiment>-judges``.
+    """
+    config = load_config(root)
+    cases = load_cases(cases_path or config.path("golden/calibration/calibration.jsonl"))[:limit]
+    llm = make_llm(judge, config, use_cache=use_cache)
+    steps = {lang: judge_steps(lang) for lang in ("en", "zh")}
+    predictions: dict[str, list[int | None]] = {j: [] for j in JUDGES}
+    on_start(len(cases))
+    for case in cases:
+        for name, step in steps[case.lang].items():
+            result = llm.run(step, case.judge_input()) if name in case.labels else None
+            predictions[name].append(result.value.score if result is not None and result.ok else None)
+        on_case()
+    by_scope = {"all": summarize(cases, predictions)}
+    for lang in ("en", "zh"):
+        idx = [i for i, c in enumerate(cases) if c.lang == lang]
+        if idx:
+            by_scope[lang] = summarize(
+                [cases[i] for i in idx], {j: [p[i] for i in idx] for j, p in predictions.items()}
+            )
+    identity = judge_identity(llm.identity, steps["en"]) + "+zh=" + prompt_hash(steps["zh"])
+
+    store = open_store(config, tracking_uri)
+    run_id = runs.start_run(
+        store,
+        f"calibrate {judge}",
+        {
+            "judge": "heuristic" if llm.is_offline else llm.identity,
+            "judge_identity": identity,
+            "cases": str(len(cases)),
+        },
+        {runs.KIND_TAG: "calibration", "ragtrack.judge_identity": identity},
+        experiment_id=store.side_experiment("judges"),
+    )
+    metrics: dict[str, float] = {}
+    for scope, agreements in by_scope.items():
+        for a in agreements:
+            metrics.update(a.as_metrics("" if scope == "all" else f"/{scope}"))
+    runs.log_metrics(store, run_id, metrics)
+    runs.log_json(
+        store,
+        run_id,
+        "calibration.json",
+        {
+            "cases": [c.id for c in cases],
+            "predictions": predictions,
+            "labels": {j: [c.labels.get(j) for c in cases] for j in JUDGES},
+        },
+    )
+    runs.finish_run(store, run_id, complete=True)
+    return CalibrationReport(judge, identity, by_scope, predictions, run_id)

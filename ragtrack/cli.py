@@ -389,6 +389,57 @@ def versions(ctx, tracking_uri):
 
 
 @main.group()
+def judge() -> None:
+    """Judge tools: calibrate against hand-labelled cases."""
+
+
+@judge.command("calibrate")
+@click.option("--judge", "judge_name", default="offline", show_default=True, help="Judge LLM: " + JUDGE_HELP)
+@click.option(
+    "--cases",
+    "cases_path",
+    type=click.Path(dir_okay=False),
+    help="Calibration JSONL (default: golden/calibration/calibration.jsonl).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N cases.")
+@click.option("--no-cache", is_flag=True, help="Ignore the LLM response cache.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
+    """How well does a judge agree with human labels? Exact and within-one agreement and
+    Spearman correlation per judge (and per language), logged to <experiment>-judges."""
+    from ragtrack.api import calibrate
+
+    with Progress(
+        TextColumn("[bold]calibrate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task("cases", total=limit)
+        report = calibrate(
+            judge_name,
+            root=ctx.obj["root"],
+            cases_path=cases_path,
+            tracking_uri=tracking_uri,
+            use_cache=not no_cache,
+            limit=limit,
+            on_case=lambda: bar.advance(task),
+        )
+    table = Table(
+        title=f"judge {judge_name} vs human labels",
+        title_justify="left",
+        caption="exact / within-one: share of scored cases; n: scored of labelled",
+        caption_justify="left",
+    )
+    for col in ("judge", "scope", "n", "exact", "within 1", "spearman"):
+        table.add_column(col, justify="left" if col in ("judge", "scope") else "right")
+    for scope, agreements in report.agreements.items():
+        for a in agreements:
+            n = f"{a.n}" if not a.errors else f"[yellow]{a.n}/{a.n + a.errors}[/]"
+            table.add_row(a.judge, scope, n, f"{a.exact:.2f}", f"{a.within_one:.2f}", _fmt(a.spearman, 2))
+    console.print(table)
+    console.print(f"run [bold]{report.run_id}[/] · judge identity {report.judge_identity}")
+
+
+@main.group()
 def golden() -> None:
     """Golden set tools: validate, stats."""
 

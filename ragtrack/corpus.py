@@ -18,14 +18,13 @@ chunk (itself a span) can be mapped back to the passages it covers.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.errors import InputError, Problem
+from ragtrack.errors import InputError, Problem, read_jsonl
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
@@ -208,20 +207,10 @@ def split_markdown(doc_id: str, text: str) -> Document:
 
 
 def _load_jsonl(path: Path) -> Corpus:
-    problems: list[Problem] = []
+    lines, problems = read_jsonl(path, _read_text(path))
     rows: list[tuple[int, dict]] = []
     first_line: dict[str, int] = {}
-    for n, raw in enumerate(_read_text(path).split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(str(path), f"bad JSON: {e.msg} (column {e.colno})", n))
-            continue
-        if not isinstance(row, dict):
-            problems.append(Problem(str(path), "each line must be a JSON object", n))
-            continue
+    for n, row in lines:
         pid, text = row.get("id"), row.get("text")
         if not isinstance(pid, str) or not pid.strip():
             problems.append(Problem(str(path), "missing or empty string", n, "id"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 
 class RagtrackError(Exception):
@@ -35,3 +37,23 @@ class InputError(RagtrackError):
 
 class ModelUnavailableError(RagtrackError):
     """A model named by a spec cannot be loaded on this machine and has no declared substitute."""
+
+
+def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dict]], list[Problem]]:
+    """Non-blank lines of a JSONL file as (line number, object); bad lines become problems."""
+    rows: list[tuple[int, dict]] = []
+    problems: list[Problem] = []
+    text = path.read_text(encoding="utf-8") if text is None else text
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as e:
+            problems.append(Problem(str(path), f"bad JSON: {e.msg} (column {e.colno})", n))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(str(path), "each line must be a JSON object", n))
+            continue
+        rows.append((n, row))
+    return rows, problems

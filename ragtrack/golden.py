@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragtrack.corpus import Corpus
-from ragtrack.errors import InputError, Problem
+from ragtrack.errors import InputError, Problem, read_jsonl
 
 QuestionType = Literal["A", "B", "C", "D"]
 TYPES: tuple[str, ...] = ("A", "B", "C", "D")
@@ -94,17 +94,10 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     path = Path(path)
     if not path.is_file():
         raise InputError([Problem(str(path), "golden set not found")])
-    problems: list[Problem] = []
+    lines, problems = read_jsonl(path)
     items: list[GoldenItem] = []
     first_line: dict[str, int] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(str(path), f"bad JSON: {e.msg} (column {e.colno})", n))
-            continue
+    for n, row in lines:
         try:
             item = GoldenItem.model_validate(row)
         except ValidationError as e:

@@ -131,7 +131,7 @@ def judge_steps(language: str, judges: tuple[str, ...] = JUDGES) -> dict[str, Ju
         j: JudgeStep(
             f"judge.{j}",
             load_prompt(j, language),
-            max_tokens=256,
+            max_tokens=160,  # a score and a one- or two-sentence reason
             temperature=0.0,
             json_schema=VERDICT_SCHEMA,
             judge=j,

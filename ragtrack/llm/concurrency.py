@@ -5,11 +5,14 @@ dozens of requests at once, a local llama.cpp server serves one at a time and
 only queues the rest (its latency grows with every extra request, until
 clients time out while the server keeps computing abandoned work).
 
-The limiter starts low and learns. After each success it may grow by one
-(additive increase) unless latency shows queueing — a reply taking more than
-``queue_factor`` times the fastest one seen for the same step means requests are waiting inside
-the server, so more concurrency buys nothing. On an overload signal (429, 503,
-timeout) or heavy queueing it halves (multiplicative decrease).
+The limiter starts low and learns from latency, per step (replies of one step
+have similar lengths). It keeps the fastest latency seen and a smoothed recent
+one. While both this reply and the recent latency stay near the fastest, requests are not waiting
+inside the server, so it adds about one slot per round trip (additive
+increase). Once the recent latency reaches ``queue_factor`` times the fastest,
+requests are queueing — more concurrency buys nothing — so it halves
+(multiplicative decrease); it also halves on an overload signal (429, 503,
+timeout).
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from contextlib import contextmanager
 
 
 class AdaptiveLimiter:
-    def __init__(self, maximum: int, initial: int = 2, queue_factor: float = 1.8):
+    def __init__(self, maximum: int, initial: int = 2, queue_factor: float = 1.8, grow_below: float = 1.4):
         self.maximum = max(1, maximum)
         self.limit = float(min(self.maximum, max(1, initial)))
         self.queue_factor = queue_factor
+        self.grow_below = grow_below
+        self._recent: dict[str, float] = {}  # per step: exponentially smoothed latency
         self.in_flight = 0
         self.peak_in_flight = 0
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
@@ -46,11 +51,13 @@ class AdaptiveLimiter:
 
     def on_success(self, latency_s: float, step: str = "") -> None:
         with self._cond:
-            best = self._best_latency.get(step)
-            self._best_latency[step] = latency_s if best is None else min(best, latency_s)
-            if best is not None and latency_s > 2 * self.queue_factor * best:
+            best = min(self._best_latency.get(step, latency_s), latency_s)
+            recent = 0.7 * self._recent.get(step, latency_s) + 0.3 * latency_s
+            self._best_latency[step], self._recent[step] = best, recent
+            if recent >= self.queue_factor * best:
                 self._decrease()
-            elif best is None or latency_s <= self.queue_factor * best:
+                self._recent[step] = best * self.grow_below  # give the smaller limit a fresh start
+            elif max(recent, latency_s) <= self.grow_below * best:
                 # One more slot per ``limit`` successes ≈ +1 per round trip.
                 self.limit = min(self.maximum, self.limit + 1.0 / self.limit)
             self._cond.notify_all()

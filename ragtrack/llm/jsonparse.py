@@ -67,3 +67,15 @@ def extract_json(text: str) -> Any:
     if "{" in text and "}" not in text[text.index("{") :]:
         raise ParseError("truncated JSON (no closing brace)")
     raise ParseError("no JSON object found")
+
+
+def string_list(text: str, key: str, limit: int) -> tuple[str, ...]:
+    """``{"<key>": ["a", "b"]}`` (or a bare list) → up to ``limit`` distinct non-empty strings."""
+    data = extract_json(text)
+    values = data.get(key) if isinstance(data, dict) else data
+    if not isinstance(values, list):
+        raise ParseError(f"expected {{'{key}': [...]}}")
+    out = tuple(dict.fromkeys(str(v).strip() for v in values if str(v).strip()))
+    if not out:
+        raise ParseError(f"no {key}")
+    return out[:limit]

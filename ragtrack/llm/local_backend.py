@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from transformers import StoppingCriteria, StoppingCriteriaList
+
 from ragtrack.errors import ModelUnavailableError
 from ragtrack.llm.base import ChatParams, Completion, Message
 
@@ -91,13 +93,22 @@ class LocalBackend:
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
         started = time.monotonic()
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+        prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        # transformers has no JSON mode: open the reply with the schema's first key, so even a
+        # tiny model continues a JSON object instead of chatting about one.
+        prefix = _json_prefix(params.json_schema)
+        ids = self.tokenizer(prompt + prefix, return_tensors="pt", add_special_tokens=False).input_ids
         sample = params.temperature > 0
+        # No JSON mode in plain transformers: stop as soon as one JSON object is complete, instead
+        # of letting a small model ramble on to max_tokens after its answer.
+        done = _JsonObjectDone(self.tokenizer, ids.shape[1], prefix) if params.json_schema else None
+        stopping = StoppingCriteriaList([done]) if done else None
         with self._lock, self._torch.no_grad():
             out = self.model.generate(
                 ids,
                 attention_mask=self._torch.ones_like(ids),
                 max_new_tokens=params.max_tokens,
+                stopping_criteria=stopping,
                 do_sample=sample,
                 temperature=params.temperature if sample else None,
                 top_p=None,
@@ -105,10 +116,12 @@ class LocalBackend:
                 pad_token_id=self.tokenizer.eos_token_id,
             )
         new = out[0][ids.shape[1] :]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        text = prefix + self.tokenizer.decode(new, skip_special_tokens=True)
         for stop in params.stop:
             text = text.split(stop, 1)[0]
         hit_limit = len(new) >= params.max_tokens and new[-1].item() != self.tokenizer.eos_token_id
+        if done is not None and done.done:
+            hit_limit = False
         return Completion(
             text=text,
             tokens_in=int(ids.shape[1]),
@@ -116,3 +129,42 @@ class LocalBackend:
             finish_reason="length" if hit_limit else "stop",
             latency_s=time.monotonic() - started,
         )
+
+
+def _json_prefix(schema: dict | None) -> str:
+    if not schema:
+        return ""
+    required = schema.get("required") or list(schema.get("properties", {}))
+    return '{"' + required[0] + '":' if required else "{"
+
+
+class _JsonObjectDone(StoppingCriteria):
+    """A transformers stopping criterion: true once the reply holds one balanced ``{…}``."""
+
+    def __init__(self, tokenizer, prompt_length: int, prefix: str = ""):
+        self.tokenizer = tokenizer
+        self.prompt_length = prompt_length
+        self.prefix = prefix  # the part of the reply already in the prompt
+        self.done = False
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        return torch.full((input_ids.shape[0],), self._complete(input_ids[0]), dtype=torch.bool)
+
+    def _complete(self, ids) -> bool:
+        text = self.prefix + self.tokenizer.decode(ids[self.prompt_length :], skip_special_tokens=True)
+        depth, in_string, escaped, opened = 0, False, False, False
+        for ch in text:
+            if in_string:
+                escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth, opened = depth + 1, True
+            elif ch == "}" and opened:
+                depth -= 1
+                if depth == 0:
+                    self.done = True
+                    return True
+        return False

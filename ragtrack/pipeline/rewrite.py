@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ragtrack.llm.base import ParseError, Step
-from ragtrack.llm.jsonparse import extract_json
+from ragtrack.llm.base import Step
+from ragtrack.llm.jsonparse import string_list
 from ragtrack.text import chat_messages, content_tokens
 
 REWRITE_SCHEMA = {
@@ -32,14 +32,7 @@ class RewriteStep(Step[str, tuple[str, ...]]):
         return chat_messages(self.prompt, question=question, n=str(self.n))
 
     def parse(self, text: str) -> tuple[str, ...]:
-        data = extract_json(text)
-        queries = data.get("queries") if isinstance(data, dict) else data
-        if not isinstance(queries, list):
-            raise ParseError("expected {'queries': [...]}")
-        out = tuple(dict.fromkeys(str(q).strip() for q in queries if str(q).strip()))
-        if not out:
-            raise ParseError("no queries")
-        return out[: self.n]
+        return string_list(text, "queries", self.n)
 
     def offline(self, question: str) -> tuple[str, ...]:
         words = content_tokens(question)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ragtrack.llm.base import ParseError, Step
-from ragtrack.llm.jsonparse import extract_json
+from ragtrack.llm.base import Step
+from ragtrack.llm.jsonparse import string_list
 from ragtrack.pipeline.chunking import Chunk
 from ragtrack.text import chat_messages, keywords
 
@@ -33,14 +33,7 @@ class TopicsStep(Step[Chunk, tuple[str, ...]]):
         return chat_messages(self.prompt, text=parent.text, n=str(self.max_topics))
 
     def parse(self, text: str) -> tuple[str, ...]:
-        data = extract_json(text)
-        topics = data.get("topics") if isinstance(data, dict) else data
-        if not isinstance(topics, list):
-            raise ParseError("expected {'topics': [...]}")
-        out = tuple(dict.fromkeys(str(t).strip() for t in topics if str(t).strip()))
-        if not out:
-            raise ParseError("no topics")
-        return out[: self.max_topics]
+        return string_list(text, "topics", self.max_topics)
 
     def offline(self, parent: Chunk) -> tuple[str, ...]:
         """Sub-headings of the parent, then its most distinctive keywords (TF-IDF)."""

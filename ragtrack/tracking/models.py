@@ -61,7 +61,7 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
         mlflow.set_experiment(experiment_id=store.experiment_id)
         with warnings.catch_warnings():
             # predict() takes questions in several shapes on purpose; no type-hint signature.
-            warnings.filterwarnings("ignore", message="Add type hints", category=UserWarning)
+            warnings.filterwarnings("ignore", message=".*Add type hints", category=UserWarning)
             info = mlflow.pyfunc.log_model(
                 name=spec.name,
                 python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle

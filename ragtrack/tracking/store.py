@@ -27,6 +27,10 @@ class Store:
     client: MlflowClient
     decisions_experiment_id: str = ""  # comparison and promotion runs, kept out of the eval charts
 
+    def side_experiment(self, suffix: str) -> str:
+        """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
+        return _experiment(self.client, self.tracking_uri, f"{self.experiment_name}-{suffix}")
+
 
 def default_tracking_uri(root: Path) -> str:
     folder = (root / "mlruns").resolve()

@@ -1,0 +1,189 @@
+"""LLM-layer benchmark: judging N items × 4 judges against a loopback server of known speed.
+
+The server (127.0.0.1, ragtrack's fake OpenAI-compatible server) answers every
+request after a fixed latency L and serves at most C requests at once, queueing
+the rest — like a local llama.cpp / vLLM deployment. The best any client can do
+is N·calls·L / C seconds; the script prints each client's wall time divided by
+that ideal (1.00 = perfect), its peak requests in flight and its failures:
+
+* ragtrack, cold cache (adaptive concurrency, retries);
+* ragtrack, warm cache (expected: zero calls);
+* a fixed pool of 16 workers with a 30 s timeout (RAGAS's default worker count);
+* mlflow.genai.evaluate with an OpenAI-compatible judge, when it can run here.
+
+    python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--capacity 2]
+
+Printed as ratios side by side: the machine is shared and noisy, absolute
+seconds are not comparable between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ragtrack.evaluation.judges import JudgeInput, judge_steps
+from ragtrack.llm.client import LLM, RetryPolicy
+from ragtrack.llm.fake_server import FakeOpenAIServer
+from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
+
+
+def items(n: int) -> list[JudgeInput]:
+    return [
+        JudgeInput(
+            f"What does setting {i} do?",
+            f"Setting {i} controls step {i}.",
+            f"It controls step {i}.",
+            (f"Setting {i} controls step {i} of the sampler.",),
+        )
+        for i in range(n)
+    ]
+
+
+def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path) -> dict:
+    backend = OpenAIBackend(
+        "bench",
+        base_url=server.base_url,
+        api_key="sk-bench",
+        timeout_s=30,
+        max_concurrency=16,
+        formats=ResponseFormatMemory(None),
+    )
+    llm = LLM(backend, cache_dir=cache, retry=RetryPolicy(max_attempts=5, base_delay_s=0.2))
+    steps = judge_steps("en")
+    before = len(server.log.requests)
+    server.log.peak_in_flight = 0
+    started = time.monotonic()
+
+    def one(inp: JudgeInput) -> int:  # like the eval runner: items in parallel, judges in turn
+        return sum(not llm.run(step, inp).ok for step in steps.values())
+
+    with ThreadPoolExecutor(max_workers=llm.limiter.maximum) as pool:
+        failed = sum(pool.map(one, inputs))
+    return {
+        "wall": time.monotonic() - started,
+        "calls": len(server.log.requests) - before,
+        "peak": server.log.peak_in_flight,
+        "failed": failed,
+    }
+
+
+def fixed_pool_run(server: FakeOpenAIServer, inputs: list[JudgeInput], workers: int = 16) -> dict:
+    """A naive client: every call submitted to a 16-thread pool at once, 30 s timeout, no adaptation."""
+    import openai
+
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-bench", timeout=30, max_retries=2)
+    steps = judge_steps("en")
+    jobs = [(step, inp) for inp in inputs for step in steps.values()]
+    before = len(server.log.requests)
+    server.log.peak_in_flight = 0
+    started = time.monotonic()
+
+    def call(job) -> bool:
+        step, inp = job
+        try:
+            client.chat.completions.create(model="bench", messages=step.messages(inp), max_tokens=256, temperature=0)
+            return True
+        except openai.OpenAIError:
+            return False
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        ok = sum(pool.map(call, jobs))
+    return {
+        "wall": time.monotonic() - started,
+        "calls": len(server.log.requests) - before,
+        "peak": server.log.peak_in_flight,
+        "failed": len(jobs) - ok,
+    }
+
+
+def mlflow_genai_run(server: FakeOpenAIServer, inputs: list[JudgeInput]) -> dict | str:
+    """mlflow.genai.evaluate with four built-in judges on the same endpoint, if it can run here."""
+    try:
+        import mlflow
+        from mlflow.genai.scorers import Correctness, Guidelines, RelevanceToQuery, RetrievalGroundedness  # noqa: F401
+    except ImportError as e:
+        return f"not available: {e}"
+    os.environ["OPENAI_BASE_URL"] = server.base_url
+    os.environ["OPENAI_API_KEY"] = "sk-bench"
+    with tempfile.TemporaryDirectory() as tmp:
+        mlflow.set_tracking_uri(f"sqlite:///{tmp}/m.db")
+        model = "openai:/bench"
+        scorers = [
+            Correctness(model=model),
+            RelevanceToQuery(model=model),
+            Guidelines(name="organization", guidelines="The answer is well organised.", model=model),
+            Guidelines(name="grounded", guidelines="The answer only states supported facts.", model=model),
+        ]
+        data = [
+            {
+                "inputs": {"question": i.question},
+                "outputs": i.answer,
+                "expectations": {"expected_response": i.gt_answer},
+            }
+            for i in inputs
+        ]
+        before = len(server.log.requests)
+        server.log.peak_in_flight = 0
+        started = time.monotonic()
+        try:
+            result = mlflow.genai.evaluate(data=data, scorers=scorers)
+        except Exception as e:  # report, do not crash the benchmark
+            return f"failed: {type(e).__name__}: {str(e)[:120]}"
+        wall = time.monotonic() - started
+        scored = sum(1 for k in result.metrics if k.endswith("/mean"))
+    return {
+        "wall": wall,
+        "calls": len(server.log.requests) - before,
+        "peak": server.log.peak_in_flight,
+        "failed": f"{4 - scored} of 4 means missing" if scored < 4 else 0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=40)
+    parser.add_argument("--latency", type=float, default=0.25, help="seconds per request at the server")
+    parser.add_argument("--capacity", type=int, default=2, help="requests the server computes at once")
+    parser.add_argument("--skip-mlflow", action="store_true")
+    args = parser.parse_args()
+
+    inputs = items(args.items)
+    calls = 4 * len(inputs)
+    ideal = calls * args.latency / args.capacity
+    # One reply every client can read: ragtrack's judges take score/reason, MLflow's take result/rationale.
+    reply = lambda request: '{"score": 4, "reason": "supported", "result": "yes", "rationale": "supported"}'  # noqa: E731
+    print(
+        f"{args.items} items × 4 judges = {calls} calls; server latency {args.latency}s, capacity {args.capacity}; "
+        f"ideal wall time {ideal:.1f}s\n"
+    )
+    rows = []
+    with (
+        FakeOpenAIServer(reply=reply, latency_s=args.latency, capacity=args.capacity) as server,
+        tempfile.TemporaryDirectory() as cache,
+    ):
+        rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache))))
+        rows.append(("ragtrack (warm cache)", ragtrack_run(server, inputs, Path(cache))))
+        rows.append(("fixed pool, 16 workers", fixed_pool_run(server, inputs)))
+        if not args.skip_mlflow:
+            rows.append(("mlflow.genai.evaluate", mlflow_genai_run(server, inputs)))
+
+    base = rows[0][1]["wall"]
+    print(f"{'client':<24}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}{'failed':>9}")
+    for name, r in rows:
+        if isinstance(r, str):
+            print(f"{name:<24}{r}")
+            continue
+        print(
+            f"{name:<24}{r['wall'] / ideal:>11.2f}{r['wall'] / base:>12.2f}{r['calls']:>7}{r['peak']:>16}{str(r['failed']):>9}"
+        )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

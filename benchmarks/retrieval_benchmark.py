@@ -1,0 +1,140 @@
+"""Retrieval benchmark: ragtrack's BM25, dense and hybrid retrievers on public multi-hop data.
+
+Reads the normalized datasets from ``../shared/benchmarks`` (never copied into
+this repository: RGB is CC BY-NC-SA) and prints, per dataset and retriever,
+hit@5, recall@5, all-hops@5 and MRR@10 next to the plain-BM25 reference
+figures published with the data, plus index build time and query latency.
+
+    python benchmarks/retrieval_benchmark.py [--data ../shared/benchmarks] [--only hotpotqa]
+
+A script, not a test: timings depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from ragtrack.evaluation.retrieval_metrics import all_hit, context_recall, hit_rate, mean, reciprocal_rank  # noqa: E402
+from ragtrack.pipeline.chunking import Chunk  # noqa: E402
+from ragtrack.pipeline.embedding import Embedder  # noqa: E402
+from ragtrack.pipeline.index import BM25Index, DenseIndex  # noqa: E402
+from ragtrack.pipeline.models import resolve_model  # noqa: E402
+from ragtrack.pipeline.retrieve import Retriever  # noqa: E402
+
+DATASETS = {
+    # name: (folder under --data, language, reference figures from the data's README)
+    "hotpotqa": (
+        "hipporag_multihop_en/normalized/hotpotqa",
+        "en",
+        {"hit@5": 0.98, "recall@5": 0.78, "all-hops@5": 0.57},
+    ),
+    "rgb-refine": ("rgb_zh/normalized/refine", "zh", {"hit@5": 0.95}),
+    "rgb-int": ("rgb_zh/normalized/int", "zh", {"all-hops@5": 0.30}),
+}
+
+
+@dataclass
+class Result:
+    dataset: str
+    retriever: str
+    scores: dict[str, float]
+    build_s: float
+    query_ms_p50: float
+    query_ms_p95: float
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def evaluate(search: Callable[[str, int], list[tuple[str, float]]], queries: list[dict]) -> tuple[dict, list[float]]:
+    rows, latencies = [], []
+    for q in queries:
+        started = time.perf_counter()
+        ranked = [cid for cid, _ in search(q["question"], 10)]
+        latencies.append((time.perf_counter() - started) * 1000)
+        top5 = ranked[:5]
+        rows.append(
+            {
+                "hit@5": hit_rate(top5, q["gt_ids"]),
+                "recall@5": context_recall(top5, q["gt_ids"]),
+                "all-hops@5": all_hit(top5, q["gt_groups"]),
+                "mrr@10": reciprocal_rank(ranked, q["gt_ids"]),
+            }
+        )
+    return {k: mean(r[k] for r in rows) for k in rows[0]}, latencies
+
+
+def run(name: str, data: Path, embedder: Embedder) -> list[Result]:
+    folder, language, _ = DATASETS[name]
+    corpus = read_jsonl(data / folder / "corpus.jsonl")
+    queries = read_jsonl(data / folder / "queries.jsonl")
+    # One unit per passage, title + text indexed (as the reference BM25 did).
+    chunks = [
+        Chunk(id=p["id"], text=f"{p.get('title', '')}\n{p['text']}".strip(), doc_id=p["id"], passage_ids=(p["id"],))
+        for p in corpus
+    ]
+
+    results = []
+    started = time.perf_counter()
+    bm25 = BM25Index(chunks, language)
+    bm25_build = time.perf_counter() - started
+    started = time.perf_counter()
+    dense = DenseIndex.build(chunks, embedder)
+    dense_build = time.perf_counter() - started
+    for label, retriever, build in (
+        ("bm25", Retriever("bm25", None, bm25), bm25_build),
+        ("dense", Retriever("dense", dense, None), dense_build),
+        ("hybrid (RRF k=60)", Retriever("hybrid", dense, bm25, 60), bm25_build + dense_build),
+    ):
+        scores, latencies = evaluate(retriever.search, queries)
+        q = sorted(latencies)
+        results.append(Result(name, label, scores, build, statistics.median(q), q[int(0.95 * (len(q) - 1))]))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
+    parser.add_argument("--only", choices=sorted(DATASETS), action="append")
+    parser.add_argument("--json", type=Path, help="Also write the results here.")
+    args = parser.parse_args()
+    if not args.data.is_dir():
+        raise SystemExit(f"benchmark data not found at {args.data} (pass --data)")
+    embedder = Embedder(resolve_model("sentence-transformers/all-MiniLM-L6-v2", None, "embedding"))
+
+    results = [r for name in (args.only or DATASETS) for r in run(name, args.data, embedder)]
+    metrics = ("hit@5", "recall@5", "all-hops@5", "mrr@10")
+    header = (
+        f"{'dataset':<11} {'retriever':<18}"
+        + "".join(f"{m:>15}" for m in metrics)
+        + f"{'build s':>9}{'query ms p50/p95':>18}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        ref = DATASETS[r.dataset][2] if r.retriever == "bm25" else {}
+        cells = "".join(f"{r.scores[m]:>8.2f}" + (f" ({ref[m]:.2f})" if m in ref else " " * 7) for m in metrics)
+        print(
+            f"{r.dataset:<11} {r.retriever:<18}{cells}{r.build_s:>9.1f}{r.query_ms_p50:>10.1f}/{r.query_ms_p95:<7.1f}"
+        )
+    print(
+        "\n(x.xx) = plain BM25 reference (k1=1.2, b=0.75; en word tokens, zh character bigrams) from the data's README."
+    )
+    print("ragtrack's BM25 uses k1=1.2, b=0.75, lower-cased word tokens for en and jieba words for zh.")
+    if args.json:
+        args.json.write_text(json.dumps([vars(r) for r in results], indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""How far can a judge be trusted? Agreement with hand-assigned labels.
+
+The calibration set (``golden/calibration/calibration.jsonl``) holds cases with
+a question, contexts, a GT answer, a candidate answer and the score a careful
+human gives it on each rubric. Running a judge over it gives, per judge:
+
+* exact agreement — share of cases scored exactly as labelled;
+* within-one agreement — share off by at most one point;
+* Spearman's rank correlation with the labels (does the judge *order* answers
+  the way a human would, whatever its offset?);
+* how many cases it could not score at all (judge errors).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from scipy.stats import spearmanr
+
+from ragtrack.errors import InputError, Problem, read_jsonl
+from ragtrack.evaluation.judges import JUDGES, JudgeInput
+
+Score = Literal[1, 2, 3, 4, 5]
+
+
+class CalibrationCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    lang: Literal["en", "zh"]
+    question: str
+    contexts: tuple[str, ...]
+    gt_answer: str
+    answer: str
+    labels: dict[str, Score] = Field(min_length=1)
+    trap: str = "none"
+    note: str = ""
+
+    def judge_input(self) -> JudgeInput:
+        return JudgeInput(self.question, self.answer, self.gt_answer, self.contexts)
+
+
+def load_cases(path: str | Path) -> list[CalibrationCase]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError([Problem(str(path), "calibration set not found")])
+    lines, problems = read_jsonl(path)
+    cases = []
+    for n, row in lines:
+        try:
+            cases.append(CalibrationCase.model_validate(row))
+        except ValidationError as e:
+            for err in e.errors():
+                problems.append(Problem(str(path), err["msg"], n, ".".join(str(x) for x in err["loc"])))
+    if problems:
+        raise InputError(problems)
+    return cases
+
+
+@dataclass(frozen=True)
+class Agreement:
+    judge: str
+    n: int  # cases scored (labels present, judge produced a score)
+    errors: int  # cases the judge could not score
+    exact: float
+    within_one: float
+    spearman: float | None  # None when undefined (fewer than 2 cases, or a constant side)
+
+    def as_metrics(self, suffix: str = "") -> dict[str, float]:
+        out = {
+            f"exact/{self.judge}{suffix}": self.exact,
+            f"within_one/{self.judge}{suffix}": self.within_one,
+            f"n/{self.judge}{suffix}": float(self.n),
+            f"errors/{self.judge}{suffix}": float(self.errors),
+        }
+        if self.spearman is not None:
+            out[f"spearman/{self.judge}{suffix}"] = self.spearman
+        return out
+
+
+def agreement(judge: str, labels: list[int], predicted: list[int | None]) -> Agreement:
+    """Agreement of ``predicted`` scores (None = judge error) with ``labels``."""
+    pairs = [(y, p) for y, p in zip(labels, predicted, strict=True) if p is not None]
+    errors = len(labels) - len(pairs)
+    if not pairs:
+        return Agreement(judge, 0, errors, 0.0, 0.0, None)
+    exact = sum(y == p for y, p in pairs) / len(pairs)
+    within = sum(abs(y - p) <= 1 for y, p in pairs) / len(pairs)
+    rho = None
+    if len(pairs) >= 2:
+        value = spearmanr([y for y, _ in pairs], [p for _, p in pairs]).statistic
+        rho = None if value is None or math.isnan(value) else float(value)
+    return Agreement(judge, len(pairs), errors, exact, within, rho)
+
+
+def summarize(cases: list[CalibrationCase], predicted: dict[str, list[int | None]]) -> list[Agreement]:
+    """Per judge, over the cases that carry a label for it (in ``cases`` order)."""
+    out = []
+    for judge in JUDGES:
+        if judge not in predicted:
+            continue
+        rows = [(c.labels[judge], p) for c, p in zip(cases, predicted[judge], strict=True) if judge in c.labels]
+        out.append(agreement(judge, [y for y, _ in rows], [p for _, p in rows]))
+    return out
