@@ -179,9 +179,8 @@ def main() -> None:
         if isinstance(r, str):
             print(f"{name:<24}{r}")
             continue
-        print(
-            f"{name:<24}{r['wall'] / ideal:>11.2f}{r['wall'] / base:>12.2f}{r['calls']:>7}{r['peak']:>16}{str(r['failed']):>9}"
-        )
+        ratios = f"{r['wall'] / ideal:>11.2f}{r['wall'] / base:>12.2f}"
+        print(f"{name:<24}{ratios}{r['calls']:>7}{r['peak']:>16}{str(r['failed']):>9}")
     sys.stdout.flush()
 
 
