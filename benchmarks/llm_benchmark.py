@@ -8,10 +8,12 @@ that ideal (1.00 = perfect), its peak requests in flight and its failures:
 
 * ragtrack, cold cache (adaptive concurrency, retries);
 * ragtrack, warm cache (expected: zero calls);
-* a fixed pool of 16 workers with a 30 s timeout (RAGAS's default worker count);
-* mlflow.genai.evaluate with an OpenAI-compatible judge, when it can run here.
+* a fixed pool of 16 workers (RAGAS's default worker count), same timeout;
+* mlflow.genai.evaluate with an OpenAI-compatible judge, when it can run here;
+* RAGAS ``evaluate`` (four LLM metrics), run by ``--ragas-python``: a Python
+  with ragas installed (it needs langchain < 1; see ``ragas_client.py``).
 
-    python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--capacity 2]
+    python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--capacity 2] [--ragas-python PY]
 
 Printed as ratios side by side: the machine is shared and noisy, absolute
 seconds are not comparable between runs.
@@ -20,7 +22,9 @@ seconds are not comparable between runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,11 +77,11 @@ def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path
     }
 
 
-def fixed_pool_run(server: FakeOpenAIServer, inputs: list[JudgeInput], workers: int = 16) -> dict:
-    """A naive client: every call submitted to a 16-thread pool at once, 30 s timeout, no adaptation."""
+def fixed_pool_run(server: FakeOpenAIServer, inputs: list[JudgeInput], timeout: float, workers: int = 16) -> dict:
+    """A naive client: every call submitted to a 16-thread pool at once, no adaptation."""
     import openai
 
-    client = openai.OpenAI(base_url=server.base_url, api_key="sk-bench", timeout=30, max_retries=2)
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-bench", timeout=timeout, max_retries=2)
     steps = judge_steps("en")
     jobs = [(step, inp) for inp in inputs for step in steps.values()]
     before = len(server.log.requests)
@@ -145,12 +149,31 @@ def mlflow_genai_run(server: FakeOpenAIServer, inputs: list[JudgeInput]) -> dict
     }
 
 
+def ragas_run(server: FakeOpenAIServer, items_n: int, python: str) -> dict | str:
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-bench"}
+    before = len(server.log.requests)
+    server.log.peak_in_flight = 0
+    script = Path(__file__).with_name("ragas_client.py")
+    done = subprocess.run([python, str(script), "--items", str(items_n)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "wall": out["wall"],
+        "calls": len(server.log.requests) - before,
+        "peak": server.log.peak_in_flight,
+        "failed": f"{out['nan']}/{out['scores']} NaN",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--latency", type=float, default=0.25, help="seconds per request at the server")
     parser.add_argument("--capacity", type=int, default=2, help="requests the server computes at once")
+    parser.add_argument("--timeout", type=float, default=30.0, help="client timeout per request, seconds")
     parser.add_argument("--skip-mlflow", action="store_true")
+    parser.add_argument("--ragas-python", help="a Python with ragas installed, to include RAGAS")
     args = parser.parse_args()
 
     inputs = items(args.items)
@@ -167,20 +190,22 @@ def main() -> None:
         FakeOpenAIServer(reply=reply, latency_s=args.latency, capacity=args.capacity) as server,
         tempfile.TemporaryDirectory() as cache,
     ):
-        rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache))))
-        rows.append(("ragtrack (warm cache)", ragtrack_run(server, inputs, Path(cache))))
-        rows.append(("fixed pool, 16 workers", fixed_pool_run(server, inputs)))
+        rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
+        rows.append(("ragtrack (warm cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
+        rows.append(("fixed pool, 16 workers", fixed_pool_run(server, inputs, args.timeout)))
         if not args.skip_mlflow:
             rows.append(("mlflow.genai.evaluate", mlflow_genai_run(server, inputs)))
+        if args.ragas_python:
+            rows.append(("ragas.evaluate", ragas_run(server, args.items, args.ragas_python)))
 
     base = rows[0][1]["wall"]
-    print(f"{'client':<24}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}{'failed':>9}")
+    print(f"{'client':<24}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}  failed")
     for name, r in rows:
         if isinstance(r, str):
             print(f"{name:<24}{r}")
             continue
         ratios = f"{r['wall'] / ideal:>11.2f}{r['wall'] / base:>12.2f}"
-        print(f"{name:<24}{ratios}{r['calls']:>7}{r['peak']:>16}{str(r['failed']):>9}")
+        print(f"{name:<24}{ratios}{r['calls']:>7}{r['peak']:>16}  {r['failed']}")
     sys.stdout.flush()
 
 

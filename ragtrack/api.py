@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ragtrack.config import ProjectConfig, load_config
@@ -53,7 +53,6 @@ class EvalReport:
     resumed: int = 0
     stopped_early: str | None = None
     index_from_cache: bool = False
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:

@@ -59,3 +59,39 @@ def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, end
     assert judged == 5, "every item is either scored or has a counted judge error"
     retries = report.accounting["judge"]["total"]["retries"] + report.accounting["agent"]["total"]["retries"]
     assert retries > 0
+
+
+MALFORMED = [
+    '```json\n{"score": 4, "reason": "fenced"}\n```',
+    'Here is my verdict: {"score": 3, "reason": "prose around"} Thanks!',
+    '｛"score"：5，"reason"："全角标点"｝',
+    '{"score": "2", "reason": "string score"}',
+    '{"score": 9, "reason": "out of range"}',
+    '{"score": 4, "reason": "truncated in the mid',
+    "I cannot decide.",
+]
+
+
+def test_malformed_judge_replies_never_crash_the_run_and_are_counted(project, endpoint):
+    """The endpoint answers every judge call with one of several broken shapes, in turn."""
+    import itertools
+    import math
+
+    shapes = itertools.cycle(MALFORMED)
+
+    def reply(request):  # a repair request gets nothing better: those items become judge errors
+        return "still no verdict" if "could not be read" in request["messages"][-1]["content"] else next(shapes)
+
+    endpoint.reply = reply
+    report = evaluate("v1", root=project, judge="openai:fake-model", use_cache=False)
+    assert report.complete and len(report.records) == 5
+    for judge in ("correctness", "groundedness", "relevance", "organization"):
+        n, errors = report.metrics[f"{judge}_n"], report.metrics[f"judge_errors/{judge}"]
+        assert n + errors == 5, judge
+        if n:
+            assert 1 <= report.metrics[judge] <= 5
+    assert not any(isinstance(v, float) and math.isnan(v) for v in report.metrics.values())
+    failed = [v for r in report.records for v in r.judges.values() if v.error]
+    assert failed and all(v.raw for v in failed), "the raw reply is kept for every judge error"
+    scored = [v for r in report.records for v in r.judges.values() if v.score is not None]
+    assert len(scored) > len(failed), "most broken shapes are still read"

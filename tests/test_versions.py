@@ -147,3 +147,22 @@ def test_cross_encoder_loads_through_flagembedding_and_ranks_by_its_scores(tiny_
     ranked = rerank(reranker, "what is the cfg value", list(zip("abc", texts, strict=True)), 2)
     order = sorted(range(3), key=lambda i: -scores[i])
     assert [r[0] for r in ranked] == ["abc"[i] for i in order[:2]]
+
+
+def test_parent_child_on_a_flat_jsonl_corpus_returns_whole_passages(project, tmp_path, embedder):
+    import json
+
+    from ragtrack.corpus import load_corpus
+
+    rows = [
+        {"id": "p1", "title": "Sampler", "text": "The cfg value defaults to 8.0. It sets prompt strength. " * 12},
+        {"id": "p2", "title": "Models", "text": "Checkpoints go in models/checkpoints. Restart after copying. " * 12},
+    ]
+    path = tmp_path / "flat.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    corpus = load_corpus(path)
+    a = agent(project, corpus, embedder, "v3")
+    assert {p.passage_ids for p in a.parents.values()} == {("p1",), ("p2",)}  # parent = passage
+    assert len(a.chunks) > 2  # children = sentence windows
+    out = a.answer("What does the cfg value default to?")
+    assert out.retrieved_passage_ids[0] == "p1" and out.contexts[0].text == rows[0]["text"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import mlflow
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
 
 from ragtrack.evaluation.runner import ItemRecord
 from ragtrack.tracking.store import Store
@@ -66,10 +67,13 @@ def start_run(
 ) -> str:
     """Create a run (or reopen ``run_id`` to resume it) and log its params and tags."""
     client = store.client
+    if run_id is not None:
+        try:
+            client.update_run(run_id, status="RUNNING")
+        except MlflowException:  # the store was wiped since the checkpoint was written
+            run_id = None
     if run_id is None:
         run_id = client.create_run(experiment_id or store.experiment_id, run_name=name, tags=tags).info.run_id
-    else:
-        client.update_run(run_id, status="RUNNING")
     params = {k: str(v)[:6000] for k, v in params.items()}
     items = list(params.items())
     for i in range(0, len(items), 100):  # the store takes at most 100 params per batch
