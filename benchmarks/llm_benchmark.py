@@ -49,12 +49,12 @@ def items(n: int) -> list[JudgeInput]:
     ]
 
 
-def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path) -> dict:
+def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path, timeout: float) -> dict:
     backend = OpenAIBackend(
         "bench",
         base_url=server.base_url,
         api_key="sk-bench",
-        timeout_s=30,
+        timeout_s=timeout,
         max_concurrency=16,
         formats=ResponseFormatMemory(None),
     )

@@ -8,6 +8,7 @@ print(report.metrics["correctness"], report.run_id)
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -405,3 +406,48 @@ def calibrate(
     )
     runs.finish_run(store, run_id, complete=True)
     return CalibrationReport(judge, identity, by_scope, predictions, run_id)
+
+
+# ---------------------------------------------------------------- golden set maintenance
+
+
+def retirement_candidates(
+    version_names: list[str], *, root: str | Path = ".", golden_path: str | None = None, tracking_uri: str | None = None
+) -> list[str]:
+    """Items with full marks (correctness 5, context recall 1) in the latest eval of every listed version.
+
+    The golden set is an error notebook: items every recent version gets right
+    only dilute the means; they belong in a regression set.
+    """
+    config = load_config(root)
+    _, golden = load_inputs(config, None, golden_path)
+    store = open_store(config, tracking_uri)
+    perfect: set[str] | None = None
+    for name in version_names:
+        records = load_records(store, latest_eval_run(store, name, golden.digest).run_id)
+        full = {
+            r.id
+            for r in records
+            if r.retrieval["context_recall"] == 1.0
+            and r.judges.get("correctness")
+            and r.judges["correctness"].score == 5
+        }
+        perfect = full if perfect is None else perfect & full
+    return [i.id for i in golden.items if i.id in (perfect or set())]
+
+
+def retire(item_ids: list[str], *, root: str | Path = ".", golden_path: str | None = None) -> Path:
+    """Move items from the golden set to ``regression.jsonl`` beside it (both rewritten atomically)."""
+    config = load_config(root)
+    path = Path(golden_path or config.path(config.project.golden))
+    regression = path.with_name("regression.jsonl")
+    keep, move = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            (move if json.loads(line).get("id") in set(item_ids) else keep).append(line)
+    previous = regression.read_text(encoding="utf-8").splitlines() if regression.is_file() else []
+    for target, lines in ((regression, previous + move), (path, keep)):
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.replace(target)
+    return regression

@@ -198,13 +198,16 @@ class FakeOpenAIServer:
                 self._raw(status, json.dumps(payload).encode(), headers=headers)
 
             def _raw(self, status: int, data: bytes, declared: int | None = None, headers: dict | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(declared or len(data)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(declared or len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    self.close_connection = True
                 if declared:
                     self.close_connection = True  # the body ends early: a truncated response
 
