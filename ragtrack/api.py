@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, load_corpus
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
-from ragtrack.evaluation.calibration import Agreement, load_cases, summarize
+from ragtrack.evaluation.calibration import Agreement, CalibrationCase, load_cases, summarize
 from ragtrack.evaluation.compare import ItemChange, MetricRow, compare_records
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JUDGES, judge_identity, judge_steps, prompt_hash
@@ -363,11 +364,19 @@ def calibrate(
     steps = {lang: judge_steps(lang) for lang in ("en", "zh")}
     predictions: dict[str, list[int | None]] = {j: [] for j in JUDGES}
     on_start(len(cases))
-    for case in cases:
+
+    def judge_case(case: CalibrationCase) -> dict[str, int | None]:
+        scores: dict[str, int | None] = {}
         for name, step in steps[case.lang].items():
             result = llm.run(step, case.judge_input()) if name in case.labels else None
-            predictions[name].append(result.value.score if result is not None and result.ok else None)
-        on_case()
+            scores[name] = result.value.score if result is not None and result.ok else None
+        return scores
+
+    with ThreadPoolExecutor(max_workers=llm.workers) as pool:
+        for scores in pool.map(judge_case, cases):  # in case order
+            for name in JUDGES:
+                predictions[name].append(scores.get(name))
+            on_case()
     by_scope = {"all": summarize(cases, predictions)}
     for lang in ("en", "zh"):
         idx = [i for i, c in enumerate(cases) if c.lang == lang]

@@ -413,7 +413,7 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
     with Progress(
         TextColumn("[bold]calibrate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
-        task = bar.add_task("cases", total=limit)
+        task = bar.add_task("cases", total=None)
         report = calibrate(
             judge_name,
             root=ctx.obj["root"],
@@ -421,12 +421,14 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
             tracking_uri=tracking_uri,
             use_cache=not no_cache,
             limit=limit,
+            on_start=lambda total: bar.update(task, total=total),
             on_case=lambda: bar.advance(task),
         )
     table = Table(
         title=f"judge {judge_name} vs human labels",
         title_justify="left",
-        caption="exact / within-one: share of scored cases; n: scored of labelled",
+        caption="exact / within-one: share of scored cases; n: scored of labelled; "
+        "spearman —: undefined, one side constant",
         caption_justify="left",
     )
     for col in ("judge", "scope", "n", "exact", "within 1", "spearman"):
@@ -436,6 +438,11 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
             n = f"{a.n}" if not a.errors else f"[yellow]{a.n}/{a.n + a.errors}[/]"
             table.add_row(a.judge, scope, n, f"{a.exact:.2f}", f"{a.within_one:.2f}", _fmt(a.spearman, 2))
     console.print(table)
+    # A judge that always says 5 can look fine on agreement alone: show what it said.
+    for name, scores in report.predictions.items():
+        given = [s for s in scores if s is not None]
+        spread = "  ".join(f"{level}:{given.count(level)}" for level in range(1, 6))
+        console.print(f"  {name:<13} scores given  {spread}")
     console.print(f"run [bold]{report.run_id}[/] · judge identity {report.judge_identity}")
 
 

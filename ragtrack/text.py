@@ -68,6 +68,23 @@ def content_tokens(text: str) -> list[str]:
     return [t for t in tokens(text) if t not in stop and not (len(t) == 1 and t.isascii())]
 
 
+def _stem(word: str) -> str:
+    """Crude English suffix stripping: enough for "nodes"/"node" and "loaded"/"loads" to meet."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def overlap_units(text: str) -> set[str]:
+    """Units for "is this statement in that text?": stemmed English content words, or
+    Chinese character bigrams (word segmentation of a paraphrase rarely matches its source)."""
+    if is_chinese(text):
+        chars = re.sub(r"\W", "", text.lower())
+        return {chars[i : i + 2] for i in range(len(chars) - 1)}
+    return {_stem(w) for w in content_tokens(text)}
+
+
 def keywords(text: str, k: int, document_frequency: Counter | None = None, n_docs: int = 1) -> list[str]:
     """The ``k`` most characteristic content words (TF, or TF-IDF when frequencies are given)."""
     counts = Counter(content_tokens(text))

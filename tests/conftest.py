@@ -34,11 +34,14 @@ def tiny_corpus():
     return load_corpus(DATA / "kb")
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A project folder: the real pipelines/, a tiny corpus and golden set, a private store and cache."""
-    root = tmp_path / "project"
+def make_project(root: Path) -> Path:
+    """A project folder: the real pipelines/, a tiny corpus and golden set; store and cache live inside."""
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     shutil.copytree(DATA / "kb", root / "golden" / "kb")
     shutil.copy(DATA / "golden.jsonl", root / "golden" / "golden.jsonl")
     return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "project")

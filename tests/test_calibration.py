@@ -7,6 +7,7 @@ import pytest
 from ragtrack.api import calibrate
 from ragtrack.errors import InputError
 from ragtrack.evaluation.calibration import agreement, load_cases
+from ragtrack.llm.fake_server import FakeOpenAIServer
 
 from .conftest import REPO
 
@@ -71,3 +72,26 @@ def test_calibrate_logs_agreement_for_the_heuristic_judges(project):
     assert set(overall) == {"correctness", "groundedness", "relevance", "organization"}
     assert all(a.n + a.errors == 8 for a in overall.values())
     assert report.judge_identity.startswith("heuristic@")
+
+
+def test_calibrate_against_an_endpoint_runs_cases_in_parallel_and_keeps_their_order(project, monkeypatch):
+    """Over real HTTP: each reply's score is the case's index mod 5 + 1, so any reordering
+    of the concurrent results would show up as disagreement with the labels."""
+    cases_path = REPO / "golden/calibration/calibration.jsonl"
+    cases = load_cases(cases_path)[:12]
+    score_of = {c.answer: i % 5 + 1 for i, c in enumerate(cases)}
+    assert len(score_of) == len(cases)  # every judge prompt carries the candidate answer
+
+    def reply(request: dict) -> str:
+        prompt = request["messages"][-1]["content"]
+        score = next(s for answer, s in score_of.items() if answer in prompt)
+        return f'{{"score": {score}, "reason": "canned"}}'
+
+    with FakeOpenAIServer(reply, latency_s=0.05) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        report = calibrate("openai:fake", root=project, cases_path=str(cases_path), limit=12, use_cache=False)
+        assert server.log.peak_in_flight > 1
+    for judge, predicted in report.predictions.items():
+        expected = [score_of[c.answer] if judge in c.labels else None for c in cases]
+        assert predicted == expected, judge

@@ -13,14 +13,9 @@ from ragtrack.tracking.store import open_store
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    import shutil
+    from .conftest import make_project
 
-    from .conftest import DATA, REPO
-
-    root = tmp_path_factory.mktemp("e2e") / "project"
-    shutil.copytree(REPO / "pipelines", root / "pipelines")
-    shutil.copytree(DATA / "kb", root / "golden" / "kb")
-    shutil.copy(DATA / "golden.jsonl", root / "golden" / "golden.jsonl")
+    root = make_project(tmp_path_factory.mktemp("e2e") / "project")
     return root, evaluate("v1", root=root)
 
 

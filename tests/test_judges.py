@@ -92,7 +92,18 @@ def test_heuristic_groundedness_flags_unsupported_numbers():
     score, reason = heuristics.groundedness(
         "Set the tile size in the VAE Decode (Tiled) node. Use a tile size of 384 with overlap 32.", ctx
     )
-    assert score == 3 and "1/2 statements unsupported" in reason
+    # Sentence 1: every unit in the context → 1.0. Sentence 2: units tile, size, 384, overlap, 32;
+    # 2/5 found and its numbers are missing → min(0.4, 0.5) = 0.4. Mean 0.7 → band 4 (≥ 0.6).
+    assert score == 4 and "1/2 statements unsupported" in reason and "384" in reason
+    assert heuristics.groundedness("Use a tile size of 384 with overlap 32.", ctx)[0] == 3  # 0.4 → band 3
+
+
+def test_heuristic_groundedness_reads_chinese_paraphrase_by_character_bigrams():
+    ctx = ("显存不足时，把 VAE 解码换成分块解码节点即可降低占用。",)
+    # Bigrams of "显存不足就用分块解码" (9): 显存 存不 不足 足就 就用 用分 分块 块解 解码;
+    # all but 足就 就用 用分 occur in the context → 6/9 = 0.67 → band 4.
+    assert heuristics.groundedness("显存不足就用分块解码。", ctx)[0] == 4
+    assert heuristics.groundedness("把采样步数调到一百步。", ctx)[0] == 1
 
 
 def test_heuristic_relevance_catches_parroting():

@@ -22,7 +22,7 @@ from ragtrack.api import evaluate, promote
 from ragtrack.config import load_config
 from ragtrack.tracking.store import open_store
 
-from .conftest import DATA, REPO
+from .conftest import REPO, make_project
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts"
@@ -41,10 +41,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ui") / "project"
-    shutil.copytree(REPO / "pipelines", root / "pipelines")
-    shutil.copytree(DATA / "kb", root / "golden" / "kb")
-    shutil.copy(DATA / "golden.jsonl", root / "golden" / "golden.jsonl")
+    root = make_project(tmp_path_factory.mktemp("ui") / "project")
     v1 = evaluate("v1", root=root)
     v3 = evaluate("v3", root=root)
     assert promote("v1", root=root).promoted

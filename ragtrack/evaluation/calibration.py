@@ -90,10 +90,11 @@ def agreement(judge: str, labels: list[int], predicted: list[int | None]) -> Agr
         return Agreement(judge, 0, errors, 0.0, 0.0, None)
     exact = sum(y == p for y, p in pairs) / len(pairs)
     within = sum(abs(y - p) <= 1 for y, p in pairs) / len(pairs)
-    rho = None
-    if len(pairs) >= 2:
-        value = spearmanr([y for y, _ in pairs], [p for _, p in pairs]).statistic
-        rho = None if value is None or math.isnan(value) else float(value)
+    ys, ps = [y for y, _ in pairs], [p for _, p in pairs]
+    rho = None  # undefined when either side is constant (e.g. a judge that always says 5)
+    if len(set(ys)) > 1 and len(set(ps)) > 1:
+        value = spearmanr(ys, ps).statistic
+        rho = None if math.isnan(value) else float(value)
     return Agreement(judge, len(pairs), errors, exact, within, rho)
 
 

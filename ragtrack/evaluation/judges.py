@@ -156,4 +156,4 @@ def judge_identity(backend: str, steps: dict[str, JudgeStep]) -> str:
 
 
 # Bump when a heuristic changes, so old and new heuristic scores are never compared.
-HEURISTIC_VERSION = "h1"
+HEURISTIC_VERSION = "h2"

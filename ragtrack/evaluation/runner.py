@@ -160,9 +160,7 @@ def run_items(
     done = {i.id: done[i.id] for i in golden.items if i.id in done}
     resumed = len(done)
     todo = [i for i in golden.items if i.id not in done]
-    # Local models and offline steps are CPU-bound on this process: threads would only contend.
-    remote = [llm for llm in (agent.llm, judge_llm) if llm.backend is not None and llm.backend.max_concurrency > 1]
-    workers = max([1] + [llm.limiter.maximum for llm in remote])
+    workers = max(agent.llm.workers, judge_llm.workers)
     stopped: str | None = None
 
     def finish(record: ItemRecord) -> None:

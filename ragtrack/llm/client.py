@@ -94,6 +94,15 @@ class LLM:
         return self.backend is None
 
     @property
+    def workers(self) -> int:
+        """Threads worth running over this LLM: remote endpoints get as many as the
+        limiter may ever allow (it decides what is really in flight); local models and
+        offline steps are CPU-bound in this process, where threads would only contend."""
+        if self.backend is None or self.backend.max_concurrency <= 1:
+            return 1
+        return self.limiter.maximum
+
+    @property
     def model_name(self) -> str:
         """The model part of the identity, for price lookup."""
         return self.identity.split(":", 1)[-1].split("@", 1)[0]

@@ -12,13 +12,14 @@ Per-item results are logged three ways, for three readers:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import asdict
 from pathlib import Path
 
@@ -185,13 +186,16 @@ def log_genai_records(store: Store, run_id: str, model_id: str | None, records: 
     ]
     # MLflow's defaults (10 rows × 10 scorers in parallel, async trace export) exhaust a
     # SQLite store's connection pool; the scorers only look values up, so run them serially.
+    # Its own progress bar and banner would interleave with ragtrack's: they are swallowed
+    # (warnings go through logging, which keeps its own stream).
     with (
         _env(
             MLFLOW_GENAI_EVAL_MAX_WORKERS="1",
             MLFLOW_GENAI_EVAL_MAX_SCORER_WORKERS="1",
             MLFLOW_ENABLE_ASYNC_TRACE_LOGGING="false",
-            TQDM_DISABLE="1",
         ),
+        redirect_stdout(io.StringIO()),
+        redirect_stderr(io.StringIO()),
         mlflow.start_run(run_id=run_id),
     ):
         mlflow.genai.evaluate(data=data, scorers=scorers, model_id=model_id)
