@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,11 @@ class Result:
     query_ms_p95: float
 
 
+def progress(message: str) -> None:
+    """Progress goes to stderr, so stdout holds only the table."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -86,12 +92,15 @@ def run(name: str, data: Path, embedder: Embedder) -> list[Result]:
     ]
 
     results = []
+    progress(f"{name}: {len(chunks)} passages, {len(queries)} queries; building BM25")
     started = time.perf_counter()
     bm25 = BM25Index(chunks, language)
     bm25_build = time.perf_counter() - started
+    progress(f"{name}: BM25 built in {bm25_build:.1f} s; embedding passages (the slow part)")
     started = time.perf_counter()
     dense = DenseIndex.build(chunks, embedder)
     dense_build = time.perf_counter() - started
+    progress(f"{name}: dense index built in {dense_build:.1f} s; querying")
     for label, retriever, build in (
         ("bm25", Retriever("bm25", None, bm25), bm25_build),
         ("dense", Retriever("dense", dense, None), dense_build),

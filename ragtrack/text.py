@@ -52,14 +52,22 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def zh_words(text: str) -> list[str]:
+    """Lower-cased jieba words, punctuation dropped.
+
+    Accurate mode, not search mode: search mode adds every sub-word of a long word
+    as well, which inflates matches on common fragments (BM25 on RGB-int, all-hops@5:
+    0.23 with search mode, 0.27 with accurate mode).
+    """
+    import jieba
+
+    jieba.setLogLevel(60)
+    return [w for w in (piece.strip().lower() for piece in jieba.cut(text)) if w and not re.fullmatch(r"\W+", w)]
+
+
 def tokens(text: str) -> list[str]:
     """Lower-cased word tokens (jieba words for Chinese text)."""
-    if is_chinese(text):
-        import jieba
-
-        jieba.setLogLevel(60)
-        return [w.strip().lower() for w in jieba.cut(text) if w.strip() and not re.fullmatch(r"\W+", w.strip())]
-    return _EN_WORD.findall(text.lower())
+    return zh_words(text) if is_chinese(text) else _EN_WORD.findall(text.lower())
 
 
 def content_tokens(text: str) -> list[str]:

@@ -6,7 +6,7 @@ import torch
 from ragtrack.errors import ModelUnavailableError
 from ragtrack.llm import LLM
 from ragtrack.pipeline.agent import Agent
-from ragtrack.pipeline.index import tokenize_zh
+from ragtrack.pipeline.index import tokenizer_for
 from ragtrack.pipeline.models import resolve_model
 from ragtrack.pipeline.rerank import CrossEncoderReranker, rerank
 from ragtrack.pipeline.retrieve import rrf_fuse
@@ -87,8 +87,9 @@ def test_rrf_fusion_hand_computed():
 
 
 def test_chinese_bm25_uses_jieba_words():
-    words = tokenize_zh("把检查点文件放进模型文件夹")
+    words = tokenizer_for("zh")("把检查点文件放进模型文件夹，再刷新！")
     assert "检查点" in words and "文件夹" in words
+    assert "，" not in words and "！" not in words and "检查" not in words  # no punctuation, no sub-words
 
 
 def test_missing_model_without_substitute_fails_before_work():

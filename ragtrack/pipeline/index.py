@@ -26,6 +26,7 @@ from rank_bm25 import BM25Okapi
 
 from ragtrack.pipeline.chunking import Chunk
 from ragtrack.pipeline.embedding import Embedder
+from ragtrack.text import zh_words
 
 
 def cache_key(*parts: object) -> str:
@@ -112,16 +113,9 @@ def tokenize_en(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def tokenize_zh(text: str) -> list[str]:
-    """jieba word segmentation (search mode), plus lower-cased Latin tokens."""
-    import jieba
-
-    jieba.setLogLevel(60)
-    return [t for t in (w.strip().lower() for w in jieba.cut_for_search(text)) if t and not t.isspace()]
-
-
 def tokenizer_for(language: str):
-    return tokenize_zh if language == "zh" else tokenize_en
+    """BM25 tokens: jieba words for Chinese corpora (Latin words pass through whole)."""
+    return zh_words if language == "zh" else tokenize_en
 
 
 class BM25Index:
