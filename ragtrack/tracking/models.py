@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,19 +58,18 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
         prompts = Path(tmp) / "prompts.json"
         prompts.write_text(json.dumps(spec.prompts, indent=1, ensure_ascii=False), encoding="utf-8")
         mlflow.set_experiment(experiment_id=store.experiment_id)
-        with warnings.catch_warnings():
-            # predict() takes questions in several shapes on purpose; no type-hint signature.
-            warnings.filterwarnings("ignore", message=".*Add type hints", category=UserWarning)
-            info = mlflow.pyfunc.log_model(
-                name=spec.name,
-                python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
-                artifacts={"spec": str(spec_file), "spec_toml": str(readable), "prompts": str(prompts)},
-                model_config={"corpus": corpus_path, "root": root},
-                params=spec.params(),
-                tags=tags,
-                pip_requirements=["ragtrack"],
-                registered_model_name=store.registered_model,
-            )
+        # MLflow warns once that predict() has no type hints: it takes questions as a string,
+        # a list or a DataFrame on purpose. (MLflow's own "once" filter overrides any we set.)
+        info = mlflow.pyfunc.log_model(
+            name=spec.name,
+            python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
+            artifacts={"spec": str(spec_file), "spec_toml": str(readable), "prompts": str(prompts)},
+            model_config={"corpus": corpus_path, "root": root},
+            params=spec.params(),
+            tags=tags,
+            pip_requirements=["ragtrack"],
+            registered_model_name=store.registered_model,
+        )
     version = str(info.registered_model_version)
     for key, value in tags.items():
         store.client.set_model_version_tag(store.registered_model, version, key, value)
