@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 
 from ragtrack.api import Progress, evaluate
@@ -80,6 +81,9 @@ def test_version_is_a_registered_model_reused_when_unchanged(first_run):
     agent = mlflow.pyfunc.load_model(f"models:/rag-agent/{report.model_version}")
     [out] = agent.predict(["What is the default cfg value?"])
     assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out["retrieved_ids"] and out["answer"]
+    assert agent.metadata.signature.inputs.to_dict() == [{"type": "string", "required": True}]  # from the hint
+    [from_frame] = agent.predict(pd.DataFrame({"question": ["What is the default cfg value?"]}))
+    assert from_frame["retrieved_ids"] == out["retrieved_ids"]  # a one-column DataFrame works too
 
     again = evaluate("v1", root=root)
     assert again.model_version == report.model_version  # unchanged spec → same registry version

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlflow
-import pandas as pd
 
 from ragtrack.spec import LoadedSpec
 
@@ -38,15 +37,15 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
         cache = Path(self._config.get("cache_dir") or config.cache_dir)
         return Agent(self._spec, corpus, llm, cache_dir=cache)
 
-    def predict(self, context, model_input, params=None):
+    def predict(self, context, model_input: list[str], params=None):
+        """One ``{"answer", "retrieved_ids", "contexts"}`` per question.
+
+        The type hint lets MLflow validate inputs and turn a one-column DataFrame
+        (what ``mlflow.models.evaluate`` passes) into a list of questions.
+        """
         if self._agent is None:
             self._agent = self._build()
-        if isinstance(model_input, pd.DataFrame):
-            questions = model_input.iloc[:, 0].astype(str).tolist()
-        elif isinstance(model_input, str):
-            questions = [model_input]
-        else:
-            questions = [str(q) for q in model_input]
+        questions = [str(q) for q in model_input]
         outputs = []
         for q in questions:
             out = self._agent.answer(q)

@@ -58,8 +58,6 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
         prompts = Path(tmp) / "prompts.json"
         prompts.write_text(json.dumps(spec.prompts, indent=1, ensure_ascii=False), encoding="utf-8")
         mlflow.set_experiment(experiment_id=store.experiment_id)
-        # MLflow warns once that predict() has no type hints: it takes questions as a string,
-        # a list or a DataFrame on purpose. (MLflow's own "once" filter overrides any we set.)
         info = mlflow.pyfunc.log_model(
             name=spec.name,
             python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
