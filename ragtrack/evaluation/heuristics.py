@@ -57,14 +57,15 @@ def correctness(answer: str, gt_answer: str) -> tuple[int, str]:
     return score, reason + (f"; missing: {', '.join(missing)}" if missing else "")
 
 
-def support(sentence: str, contexts: tuple[str, ...]) -> float:
-    """Best share of a sentence's units found in one context; a context that lacks one of
-    the sentence's numbers supports at most half of it (a wrong number is not a paraphrase)."""
+def _support(sentence: str, contexts: list[tuple[str, set[str]]]) -> float:
+    """Best share of a sentence's units found in one context (given with its units); a context
+    that lacks one of the sentence's numbers supports at most half of it (a wrong number is
+    not a paraphrase)."""
     units = overlap_units(sentence)
     numbers = set(_NUMBER.findall(sentence))
     best = 0.0
-    for ctx in contexts:
-        covered = len(units & overlap_units(ctx)) / len(units) if units else 1.0
+    for ctx, ctx_units in contexts:
+        covered = len(units & ctx_units) / len(units) if units else 1.0
         if not all(n in ctx for n in numbers):
             covered = min(covered, 0.5)
         best = max(best, covered)
@@ -80,7 +81,8 @@ def groundedness(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
     sentences = split_sentences(answer)
     if not sentences:
         return 1, "empty answer"
-    supports = [support(s, contexts) for s in sentences]
+    with_units = [(ctx, overlap_units(ctx)) for ctx in contexts]  # once per context, not per sentence
+    supports = [_support(s, with_units) for s in sentences]
     score = _band(sum(supports) / len(supports))
     weak = [s for s, v in zip(sentences, supports, strict=True) if v < 0.5]
     if not weak:
