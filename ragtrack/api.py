@@ -98,7 +98,7 @@ def evaluate(
     """
     progress = progress or Progress()
     config = load_config(root)
-    spec = load_spec(version, config.path(config.project.pipelines)).with_llm(llm)
+    spec = load_spec(version, config.path(config.project.pipelines), config.root).with_llm(llm)
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, corpus_path, golden_path)
     golden = golden.limit(limit)

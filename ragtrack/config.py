@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Price
+from ragtrack.secrets import declare
 
 CONFIG_FILE = "ragtrack.toml"
 
@@ -80,10 +81,12 @@ def load_config(root: str | Path = ".") -> ProjectConfig:
         raise InputError([Problem(str(path), f"bad TOML: {e}")]) from None
     raw["prices"] = {k: Price(**v) for k, v in raw.get("prices", {}).items()}
     try:
-        return ProjectConfig(root=root, **raw)
+        config = ProjectConfig(root=root, **raw)
     except (ValidationError, TypeError) as e:
         if isinstance(e, TypeError):
             raise InputError([Problem(str(path), str(e))]) from None
         raise InputError(
             [Problem(str(path), err["msg"], field=".".join(str(x) for x in err["loc"])) for err in e.errors()]
         ) from None
+    declare(*(p.api_key_env for p in config.profiles.values()))
+    return config

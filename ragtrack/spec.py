@@ -206,8 +206,13 @@ def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines") -> 
     return Path(pipelines_dir) / f"{version}.toml"
 
 
-def load_spec(version: str, pipelines_dir: str | Path = "pipelines") -> LoadedSpec:
-    """Load, validate and hash a version spec; every problem names the key path."""
+def load_spec(version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None) -> LoadedSpec:
+    """Load, validate and hash a version spec; every problem names the key path.
+
+    Files the spec names must lie inside the spec's folder or the project
+    ``root``: their text is logged to the tracking store, so a path such as
+    ``/proc/self/environ`` or ``../../.env`` must never be read.
+    """
     path = resolve_spec_path(version, pipelines_dir)
     if not path.is_file():
         available = sorted(p.stem for p in Path(pipelines_dir).glob("*.toml"))
@@ -227,8 +232,12 @@ def load_spec(version: str, pipelines_dir: str | Path = "pipelines") -> LoadedSp
     for step, rel in spec.prompts.model_dump().items():
         if rel is None:
             continue
-        prompt_path = path.parent / rel
-        if not prompt_path.is_file():
+        prompt_path = (path.parent / rel).resolve()
+        allowed = [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])]
+        if not any(prompt_path.is_relative_to(folder) for folder in allowed):
+            where = " or ".join(str(folder) for folder in allowed)
+            problems.append(Problem(str(path), f"{rel} is outside {where}", field=f"prompts.{step}"))
+        elif not prompt_path.is_file():
             problems.append(Problem(str(path), f"prompt file not found: {prompt_path}", field=f"prompts.{step}"))
         else:
             prompts[step] = prompt_path.read_text(encoding="utf-8")

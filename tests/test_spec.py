@@ -72,3 +72,23 @@ def test_missing_prompt_file_and_missing_spec(pipelines):
     assert any("prompts.answer: prompt file not found" in p for p in problems), problems
     with pytest.raises(InputError, match="version spec not found .*available: .*v1"):
         load_spec("v9", pipelines)
+
+
+@pytest.mark.parametrize("target", ["/proc/self/environ", "../../../etc/passwd", "../outside.md"])
+def test_prompt_paths_outside_the_project_are_refused(pipelines, target):
+    (pipelines.parent / "outside.md").write_text("not a prompt")
+    problems = _write(pipelines, V1_BODY.replace("prompts/answer_plain.md", target))
+    assert any("bad.toml: prompts.answer:" in p and "is outside" in p for p in problems), problems
+
+
+def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):
+    secret = tmp_path / "elsewhere" / "secret.md"
+    secret.parent.mkdir()
+    secret.write_text("OPENAI_API_KEY=sk-should-never-be-read")
+    (pipelines / "prompts" / "link.md").symlink_to(secret)
+    problems = _write(pipelines, V1_BODY.replace("prompts/answer_plain.md", "prompts/link.md"))
+    assert any("prompts.answer:" in p and "is outside" in p for p in problems), problems
+    # A file of the project root (one level above pipelines/) is allowed when the root is given.
+    (pipelines.parent / "shared.md").write_text("Answer: {{question}}")
+    (pipelines / "ok.toml").write_text(V1_BODY.replace("prompts/answer_plain.md", "../shared.md"))
+    assert load_spec("ok", pipelines, root=pipelines.parent).prompts["answer"].startswith("Answer")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import random
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +24,7 @@ from ragtrack.llm.base import (
 )
 from ragtrack.llm.cache import CompletionCache, cache_key
 from ragtrack.llm.concurrency import AdaptiveLimiter
+from ragtrack.secrets import redact
 
 I = TypeVar("I")  # noqa: E741
 O = TypeVar("O")
@@ -34,17 +33,6 @@ REPAIR_INSTRUCTION = (
     "Your previous reply could not be read ({error}). Reply again with only the "
     "requested output, nothing before or after it."
 )
-
-
-_KEY_PATTERN = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
-
-
-def redact(text: str) -> str:
-    """Remove API keys from text that may be logged (error messages quote keys, even partly)."""
-    for name, value in os.environ.items():
-        if value and len(value) >= 8 and ("API_KEY" in name or name.endswith("_TOKEN")):
-            text = text.replace(value, "***")
-    return _KEY_PATTERN.sub("***", text)
 
 
 class CircuitOpenError(RuntimeError):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import mlflow
 
+from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking.store import Store
 
@@ -50,13 +51,17 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
         return ModelRef(model_id=model_id, version=str(existing.version), reused=True)
 
     tags = {VERSION_TAG: spec.name, SPEC_HASH_TAG: spec.hash, "ragtrack.description": spec.spec.version.description}
+    files = {
+        "spec.json": spec.model_dump_json(indent=1),
+        f"{spec.name}.toml": Path(spec.path).read_text("utf-8"),
+        "prompts.json": json.dumps(spec.prompts, indent=1, ensure_ascii=False),
+    }
+    for name, text in files.items():
+        ensure_clean(text, f"{spec.name}'s {name}")
     with tempfile.TemporaryDirectory() as tmp:
-        spec_file = Path(tmp) / "spec.json"
-        spec_file.write_text(spec.model_dump_json(indent=1), encoding="utf-8")
-        readable = Path(tmp) / f"{spec.name}.toml"
-        readable.write_text(Path(spec.path).read_text("utf-8"), encoding="utf-8")
-        prompts = Path(tmp) / "prompts.json"
-        prompts.write_text(json.dumps(spec.prompts, indent=1, ensure_ascii=False), encoding="utf-8")
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text, encoding="utf-8")
+        spec_file, readable, prompts = (Path(tmp) / name for name in files)
         mlflow.set_experiment(experiment_id=store.experiment_id)
         info = mlflow.pyfunc.log_model(
             name=spec.name,

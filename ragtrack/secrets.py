@@ -1,0 +1,56 @@
+"""Secrets (API keys, tokens, passwords) never reach MLflow, logs or caches.
+
+One place knows what a secret looks like: the value of any environment
+variable whose name says it holds one (``*API_KEY*``, ``*_TOKEN``,
+``*SECRET*``, ``*PASSWORD*``), of any variable a config or spec names as
+holding a key (``api_key_env``), and anything shaped like a provider key
+(``sk-…``). Text on its way out is either redacted (error messages, model
+replies) or refused (artifacts that would be logged verbatim).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ragtrack.errors import RagtrackError
+
+_SECRET_NAME = re.compile(r"API_KEY|APIKEY|_TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+_KEY_SHAPE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
+_MIN_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
+
+_declared: set[str] = set()  # variable names a config or spec declared as holding a key
+
+
+def declare(*env_names: str | None) -> None:
+    """Treat these environment variables as secrets whatever their names (``api_key_env``)."""
+    _declared.update(n for n in env_names if n)
+
+
+def secret_values() -> dict[str, str]:
+    """Environment variable name → value, for every variable that holds a secret."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if value and len(value) >= _MIN_LENGTH and (name in _declared or _SECRET_NAME.search(name))
+    }
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret value and key-shaped token replaced by ``***``."""
+    for value in secret_values().values():
+        text = text.replace(value, "***")
+    return _KEY_SHAPE.sub("***", text)
+
+
+def ensure_clean(text: str, where: str) -> None:
+    """Refuse to write ``text`` (bound for ``where``) when it holds a secret value.
+
+    Used for artifacts logged verbatim, where redacting would silently change
+    what the user asked to record.
+    """
+    leaked = sorted(name for name, value in secret_values().items() if value in text)
+    if leaked:
+        raise RagtrackError(
+            f"{where} contains the value of ${leaked[0]}; refusing to write a secret to the tracking store"
+        )
