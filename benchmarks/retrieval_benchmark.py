@@ -30,7 +30,7 @@ from ragtrack.pipeline.chunking import Chunk  # noqa: E402
 from ragtrack.pipeline.embedding import Embedder  # noqa: E402
 from ragtrack.pipeline.index import BM25Index, DenseIndex  # noqa: E402
 from ragtrack.pipeline.models import resolve_model  # noqa: E402
-from ragtrack.pipeline.retrieve import Retriever  # noqa: E402
+from ragtrack.pipeline.retrieve import BM25Search, DenseSearch, HybridSearch  # noqa: E402
 
 DATASETS = {
     # name: (folder under --data, language, reference figures from the data's README)
@@ -102,9 +102,9 @@ def run(name: str, data: Path, embedder: Embedder) -> list[Result]:
     dense_build = time.perf_counter() - started
     progress(f"{name}: dense index built in {dense_build:.1f} s; querying")
     for label, retriever, build in (
-        ("bm25", Retriever("bm25", None, bm25), bm25_build),
-        ("dense", Retriever("dense", dense, None), dense_build),
-        ("hybrid (RRF k=60)", Retriever("hybrid", dense, bm25, 60), bm25_build + dense_build),
+        ("bm25", BM25Search(None, bm25), bm25_build),
+        ("dense", DenseSearch(dense, None), dense_build),
+        ("hybrid (RRF k=60)", HybridSearch(dense, bm25, 60), bm25_build + dense_build),
     ):
         scores, latencies = evaluate(retriever.search, queries)
         q = sorted(latencies)

@@ -11,34 +11,31 @@ import hashlib
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, load_corpus
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.calibration import Agreement, CalibrationCase, load_cases, summarize
-from ragtrack.evaluation.compare import ItemChange, MetricRow, compare_records
+from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems, compare_records
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
-from ragtrack.evaluation.judges import JUDGES, judge_identity, judge_steps, prompt_hash
-from ragtrack.evaluation.runner import Checkpoint, ItemRecord, run_items
+from ragtrack.evaluation.judges import JUDGES, JudgePanel, prompt_hash
+from ragtrack.evaluation.promotion import Decision, Rule
+from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, run_items
+from ragtrack.files import atomic_write_text, read_text
 from ragtrack.golden import GoldenSet, load_golden
 from ragtrack.llm import make_llm
-from ragtrack.pipeline.agent import Agent
-from ragtrack.spec import load_spec
+from ragtrack.llm.accounting import Accounting, Usage
+from ragtrack.records import ItemRecord, RunSummary
+from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
-from ragtrack.tracking.compare import (
-    EvalRun,
-    comparability_problems,
-    find_eval_runs,
-    latest_eval_run,
-    load_records,
-    log_comparison,
-)
-from ragtrack.tracking.models import ensure_version_model
-from ragtrack.tracking.promotion import Decision, Rule, current_champion, decide
-from ragtrack.tracking.store import open_store
+from ragtrack.tracking.compare import log_comparison
+from ragtrack.tracking.models import ModelRef, ensure_version_model
+from ragtrack.tracking.promotion import promote as promote_in_store
+from ragtrack.tracking.store import Store, Tag, open_store
 
 
 @dataclass
@@ -54,7 +51,7 @@ class EvalReport:
     params: dict[str, str]
     resumed: int = 0
     stopped_early: str | None = None
-    index_from_cache: bool = False
+    setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
 
     @property
     def complete(self) -> bool:
@@ -74,6 +71,24 @@ def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str
     corpus = load_corpus(corpus_path or config.path(config.project.corpus))
     golden = load_golden(golden_path or config.path(config.project.golden), corpus)
     return corpus, golden
+
+
+@dataclass
+class EvalSession:
+    """Everything an eval needs before its first item: inputs, agent, judges, the open run."""
+
+    spec: LoadedSpec
+    corpus: Corpus
+    golden: GoldenSet
+    agent: Agent
+    panel: JudgePanel
+    store: Store
+    model: ModelRef
+    checkpoint: Checkpoint
+    run_id: str
+    params: dict[str, str]
+    done: dict[str, ItemRecord] = field(default_factory=dict)  # items finished by an earlier process
+    build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
 
 
 def evaluate(
@@ -97,104 +112,157 @@ def evaluate(
     same inputs (``fresh=True`` starts over).
     """
     progress = progress or Progress()
+    session = prepare_eval(
+        version,
+        root=root,
+        golden_path=golden_path,
+        corpus_path=corpus_path,
+        limit=limit,
+        llm=llm,
+        judge=judge,
+        judge_language=judge_language,
+        tracking_uri=tracking_uri,
+        use_cache=use_cache,
+        fresh=fresh,
+        progress=progress,
+    )
+    outcome = run_eval(session, progress)
+    progress.on_stage("logging to MLflow")
+    return finish_eval(session, outcome)
+
+
+def prepare_eval(
+    version: str,
+    *,
+    root: str | Path = ".",
+    golden_path: str | None = None,
+    corpus_path: str | None = None,
+    limit: int | None = None,
+    llm: str | None = None,
+    judge: str | None = None,
+    judge_language: str | None = None,
+    tracking_uri: str | None = None,
+    use_cache: bool = True,
+    fresh: bool = False,
+    progress: Progress | None = None,
+) -> EvalSession:
+    """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
+    progress = progress or Progress()
     config = load_config(root)
-    spec = load_spec(version, config.path(config.project.pipelines), config.root).with_llm(llm)
+    spec = load_spec(version, config.path(config.project.pipelines), config.root)
+    if llm is not None:
+        if spec.kind != "pipeline":
+            raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
+        spec = spec.with_values({"llm": {"model": llm}})
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, corpus_path, golden_path)
     golden = golden.limit(limit)
+    store = open_store(config, tracking_uri)
     min_overlap = config.eval.min_overlap
-
-    judge_name = judge or config.eval.judge
     language = judge_language or golden.language
-    steps = judge_steps(language)
-    judge_llm = make_llm(judge_name, config, use_cache=use_cache)
-    agent_llm = make_llm(spec.spec.llm.model, config, use_cache=use_cache)
-    judge_id = judge_identity(judge_llm.identity, steps)
+    panel = JudgePanel.create(
+        make_llm(judge or config.eval.judge, config, use_cache=use_cache), language, config.eval.judge_max_tokens
+    )
 
     progress.on_stage(f"building {spec.name} (index, models)")
-    agent = Agent(spec, corpus, agent_llm, cache_dir=config.cache_dir, min_overlap=min_overlap)
-
-    store = open_store(config, tracking_uri)
+    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, use_cache))
     model = ensure_version_model(store, spec, str(corpus.source), str(Path(root).resolve()))
 
     key = hashlib.sha256(
-        "|".join([spec.hash, golden.digest, judge_id, str(min_overlap), language]).encode()
+        "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
     ).hexdigest()[:16]
     checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
     if fresh:
         checkpoint.remove()
-    header, done = checkpoint.load()
-
-    params = {
-        "version": spec.name,
-        "spec_hash": spec.hash,
-        "model_version": model.version,
-        "golden_path": golden.source,
-        "golden_digest": golden.digest,
-        "golden_items": str(len(golden)),
-        "corpus_digest": corpus.digest,
-        "corpus_passages": str(len(corpus)),
-        "judge": "heuristic" if judge_llm.is_offline else judge_llm.identity,
-        "judge_identity": judge_id,
-        "judge_language": language,
-        "mapping_min_overlap": str(min_overlap),
-        **agent.describe(),
-        **{f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"},
-    }
-    tags = runs.eval_tags(
+    header, done, build_usage = checkpoint.load()
+    params = runs.eval_params(
         version=spec.name,
         spec_hash=spec.hash,
+        model_version=model.version,
+        golden_source=golden.source,
         golden_digest=golden.digest,
-        judge_identity=judge_id,
+        golden_items=len(golden),
+        corpus_digest=corpus.digest,
+        corpus_passages=len(corpus),
+        judge=panel.label,
+        judge_identity=panel.identity,
+        judge_language=language,
+        min_overlap=min_overlap,
+        agent={"agent_kind": spec.kind, **agent.describe()},
+        spec=spec.params(),
+    )
+    tags = runs.eval_tags(
+        version=spec.name,
+        agent_kind=spec.kind,
+        spec_hash=spec.hash,
+        golden_digest=golden.digest,
+        judge_identity=panel.identity,
         substituted=agent.substituted,
         model_version=model.version,
         model_id=model.model_id,
     )
-    run_id = runs.start_run(store, f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
+    run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
     checkpoint.start({"run_id": run_id, "version": spec.name})
+    checkpoint.add_build(agent.setup.usage)
+    for step, usage in agent.setup.usage.items():
+        build_usage.setdefault(step, Usage()).add(usage)
+    return EvalSession(spec, corpus, golden, agent, panel, store, model, checkpoint, run_id, params, done, build_usage)
 
-    progress.on_start(len(golden), len([i for i in golden.items if i.id in done]))
+
+def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
+    """Answer and score every item not finished yet; the run is ended as KILLED if this raises."""
+    progress = progress or Progress()
+    golden = session.golden
+    progress.on_start(len(golden), len([i for i in golden.items if i.id in session.done]))
     try:
-        outcome = run_items(golden, agent, judge_llm, steps, checkpoint=checkpoint, on_item=progress.on_item)
+        return run_items(
+            golden,
+            session.agent,
+            session.panel,
+            done=session.done,
+            checkpoint=session.checkpoint,
+            on_item=progress.on_item,
+        )
     except BaseException:
-        runs.finish_run(store, run_id, complete=False)
+        session.store.finish_run(session.run_id, complete=False)
         raise
 
-    progress.on_stage("logging to MLflow")
-    metrics = aggregate(outcome.records, JUDGES)
+
+def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
+    """Aggregate, diagnose and log the run; the checkpoint goes once the run is complete."""
+    records = outcome.records
+    metrics = aggregate(records)
     accounting = {
-        "agent": agent_llm.accounting.summary(agent_llm.model_name),
-        "judge": judge_llm.accounting.summary(judge_llm.model_name),
+        "agent": Accounting.of([session.build_usage, *(r.usage.get("agent", {}) for r in records)]).summary(),
+        "judge": Accounting.of(r.usage.get("judge", {}) for r in records).summary(),
     }
     for who, steps_summary in accounting.items():
         for step, figures in steps_summary.items():
             for name, value in figures.items():
                 metrics[f"llm/{who}/{step}/{name}"] = value
-    metrics["llm/peak_in_flight"] = max(agent_llm.limiter.peak_in_flight, judge_llm.limiter.peak_in_flight)
+    metrics["llm/peak_in_flight"] = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
 
-    findings = diagnose(metrics, outcome.records)
-    runs.log_metrics(store, run_id, metrics, model.model_id)
-    runs.log_items(store, run_id, outcome.records)
-    runs.log_text(store, run_id, "diagnosis.md", render(findings))
-    runs.log_json(store, run_id, "accounting.json", accounting)
-    runs.log_genai_records(store, run_id, model.model_id, outcome.records)
-    complete = outcome.stopped_early is None and len(outcome.records) == len(golden)
-    runs.finish_run(store, run_id, complete)
+    findings = diagnose(metrics, records)
+    runs.record_eval(
+        session.store, session.run_id, session.model.model_id, records, metrics, render(findings), accounting
+    )
+    complete = outcome.stopped_early is None and len(records) == len(session.golden)
+    session.store.finish_run(session.run_id, complete)
     if complete:
-        checkpoint.remove()
+        session.checkpoint.remove()
     return EvalReport(
-        version=spec.name,
-        run_id=run_id,
-        tracking_uri=store.tracking_uri,
-        model_version=model.version,
+        version=session.spec.name,
+        run_id=session.run_id,
+        tracking_uri=session.store.tracking_uri,
+        model_version=session.model.version,
         metrics=metrics,
-        records=outcome.records,
+        records=records,
         accounting=accounting,
         findings=findings,
-        params=params,
+        params=session.params,
         resumed=outcome.resumed,
         stopped_early=outcome.stopped_early,
-        index_from_cache=agent.index_stats.from_cache,
+        setup=session.agent.setup.summary,
     )
 
 
@@ -203,8 +271,8 @@ def evaluate(
 
 @dataclass
 class ComparisonReport:
-    a: EvalRun
-    b: EvalRun
+    a: RunSummary
+    b: RunSummary
     rows: list[MetricRow]
     changes: list[ItemChange]
     run_id: str
@@ -226,15 +294,14 @@ def compare(
     B's latest complete run picks the golden digest and judge (or ``golden_path``
     does); A's latest run with the same ones is its partner.
     """
+    from ragtrack.report import comparison_text
+
     config = load_config(root)
     store = open_store(config, tracking_uri)
-    digest = None
-    if golden_path:
-        _, golden = load_inputs(config, None, golden_path)
-        digest = golden.digest
-    b = latest_eval_run(store, version_b, digest)
+    digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
+    b = store.latest_eval(version_b, digest)
     try:
-        a = latest_eval_run(store, version_a, b.golden_digest, b.judge_identity)
+        a = store.latest_eval(version_a, b.golden_digest, b.judge_identity)
     except RagtrackError:
         if not allow_incomparable:
             raise RagtrackError(
@@ -242,30 +309,15 @@ def compare(
                 f"(digest {b.golden_digest}, judge {b.judge_identity}); run: ragtrack eval --version {version_a} "
                 f"with the same --golden and --judge"
             ) from None
-        a = latest_eval_run(store, version_a)
+        a = store.latest_eval(version_a)
     warnings = comparability_problems(a, b)
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
-    rows, changes = compare_records(load_records(store, a.run_id), load_records(store, b.run_id))
+    rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
     if any(r.partial for r in rows if r.scope == "all"):
         warnings.append("some judge means cover fewer than all items (judge errors): see n")
-    run_id = log_comparison(store, a, b, rows, changes, render_comparison(a, b, rows, changes)) if log else ""
+    run_id = log_comparison(store, a, b, rows, changes, comparison_text(a, b, rows, changes)) if log else ""
     return ComparisonReport(a, b, rows, changes, run_id, warnings)
-
-
-def render_comparison(a: EvalRun, b: EvalRun, rows: list[MetricRow], changes: list[ItemChange]) -> str:
-    """Plain-text table (logged as an artifact; the CLI draws its own)."""
-    lines = [f"{a.version} ({a.run_id}) vs {b.version} ({b.run_id})", ""]
-    lines.append(f"{'metric':<20}{'scope':<8}{a.version:>8}{b.version:>8}{'delta':>9}  95% CI            p      n")
-    for r in rows:
-        d = r.diff
-        lines.append(
-            f"{r.metric:<20}{r.scope.removeprefix('type_'):<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
-            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_value:.3f}  {d.n}/{r.items_total}"
-        )
-    lines += ["", "items that moved (correctness):"]
-    lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
-    return "\n".join(lines)
 
 
 def promote(
@@ -284,7 +336,7 @@ def promote(
     config = load_config(root)
     store = open_store(config, tracking_uri)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
-    return decide(store, version, rule, dry_run=dry_run, lock_dir=config.cache_dir)
+    return promote_in_store(store, version, rule, dry_run=dry_run, lock_dir=config.cache_dir)
 
 
 @dataclass(frozen=True)
@@ -293,37 +345,31 @@ class VersionRow:
     model_version: str
     spec_hash: str
     champion: bool
-    last_evals: list[EvalRun]  # newest per golden digest
+    last_evals: list[RunSummary]  # newest per golden digest
 
 
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
     """Every registered version (newest model version each), its last eval per golden digest."""
     config = load_config(root)
     store = open_store(config, tracking_uri)
-    champ = current_champion(store)
-    try:
-        mvs = store.client.search_model_versions(f"name='{store.registered_model}'")
-    except Exception:
-        mvs = []
+    champion = store.champion()
     newest: dict[str, object] = {}
-    for mv in mvs:
-        name = mv.tags.get("ragtrack.version", "?")
-        if name not in newest or int(mv.version) > int(newest[name].version):
-            newest[name] = mv
-    evals = find_eval_runs(store)
+    for mv in store.model_versions():  # newest first
+        newest.setdefault(mv.tags.get(Tag.VERSION, "?"), mv)
+    evals = store.eval_runs()
     rows = []
     for name in sorted(newest):
         mv = newest[name]
-        per_digest: dict[str, EvalRun] = {}
+        per_digest: dict[str, RunSummary] = {}
         for run in evals:
-            if run.version == name and run.golden_digest not in per_digest:
-                per_digest[run.golden_digest] = run
+            if run.version == name:
+                per_digest.setdefault(run.golden_digest, run)
         rows.append(
             VersionRow(
                 name,
                 str(mv.version),
-                mv.tags.get("ragtrack.spec_hash", ""),
-                bool(champ and champ[0] == str(mv.version)),
+                mv.tags.get(Tag.SPEC_HASH, ""),
+                bool(champion and champion[0] == str(mv.version)),
                 list(per_digest.values()),
             )
         )
@@ -360,17 +406,15 @@ def calibrate(
     """
     config = load_config(root)
     cases = load_cases(cases_path or config.path("golden/calibration/calibration.jsonl"))[:limit]
+    store = open_store(config, tracking_uri)
     llm = make_llm(judge, config, use_cache=use_cache)
-    steps = {lang: judge_steps(lang) for lang in ("en", "zh")}
+    panels = {lang: JudgePanel.create(llm, lang, config.eval.judge_max_tokens) for lang in ("en", "zh")}
     predictions: dict[str, list[int | None]] = {j: [] for j in JUDGES}
     on_start(len(cases))
 
     def judge_case(case: CalibrationCase) -> dict[str, int | None]:
-        scores: dict[str, int | None] = {}
-        for name, step in steps[case.lang].items():
-            result = llm.run(step, case.judge_input()) if name in case.labels else None
-            scores[name] = result.value.score if result is not None and result.ok else None
-        return scores
+        verdicts, _ = panels[case.lang].judge(case.judge_input(), only=tuple(case.labels))
+        return {name: v.score for name, v in verdicts.items()}
 
     with ThreadPoolExecutor(max_workers=llm.workers) as pool:
         for scores in pool.map(judge_case, cases):  # in case order
@@ -384,27 +428,20 @@ def calibrate(
             by_scope[lang] = summarize(
                 [cases[i] for i in idx], {j: [p[i] for i in idx] for j, p in predictions.items()}
             )
-    identity = judge_identity(llm.identity, steps["en"]) + "+zh=" + prompt_hash(steps["zh"])
+    identity = panels["en"].identity + "+zh=" + prompt_hash(panels["zh"].steps)
 
-    store = open_store(config, tracking_uri)
-    run_id = runs.start_run(
-        store,
+    run_id = store.start_run(
         f"calibrate {judge}",
-        {
-            "judge": "heuristic" if llm.is_offline else llm.identity,
-            "judge_identity": identity,
-            "cases": str(len(cases)),
-        },
-        {runs.KIND_TAG: "calibration", "ragtrack.judge_identity": identity},
+        {"judge": panels["en"].label, "judge_identity": identity, "cases": str(len(cases))},
+        {Tag.KIND: "calibration", Tag.JUDGE_IDENTITY: identity},
         experiment_id=store.side_experiment("judges"),
     )
     metrics: dict[str, float] = {}
     for scope, agreements in by_scope.items():
         for a in agreements:
             metrics.update(a.as_metrics("" if scope == "all" else f"/{scope}"))
-    runs.log_metrics(store, run_id, metrics)
-    runs.log_json(
-        store,
+    store.log_metrics(run_id, metrics)
+    store.log_json(
         run_id,
         "calibration.json",
         {
@@ -413,11 +450,26 @@ def calibrate(
             "labels": {j: [c.labels.get(j) for c in cases] for j in JUDGES},
         },
     )
-    runs.finish_run(store, run_id, complete=True)
+    store.finish_run(run_id, complete=True)
     return CalibrationReport(judge, identity, by_scope, predictions, run_id)
 
 
 # ---------------------------------------------------------------- golden set maintenance
+
+
+def validate_golden(
+    *, root: str | Path = ".", corpus_path: str | None = None, golden_path: str | None = None
+) -> tuple[Corpus, GoldenSet]:
+    """The corpus and the golden set, validated against each other (every problem with file, line, field)."""
+    return load_inputs(load_config(root), corpus_path, golden_path)
+
+
+def golden_stats(*, root: str | Path = ".", corpus_path: str | None = None, golden_path: str | None = None) -> dict:
+    """Items per type, GT sizes, documents covered."""
+    from ragtrack.golden import golden_stats as stats
+
+    corpus, golden = validate_golden(root=root, corpus_path=corpus_path, golden_path=golden_path)
+    return stats(golden, corpus)
 
 
 def retirement_candidates(
@@ -433,7 +485,7 @@ def retirement_candidates(
     store = open_store(config, tracking_uri)
     perfect: set[str] | None = None
     for name in version_names:
-        records = load_records(store, latest_eval_run(store, name, golden.digest).run_id)
+        records = store.records(store.latest_eval(name, golden.digest).run_id)
         full = {
             r.id
             for r in records
@@ -451,12 +503,25 @@ def retire(item_ids: list[str], *, root: str | Path = ".", golden_path: str | No
     path = Path(golden_path or config.path(config.project.golden))
     regression = path.with_name("regression.jsonl")
     keep, move = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path).splitlines():
         if line.strip():
             (move if json.loads(line).get("id") in set(item_ids) else keep).append(line)
-    previous = regression.read_text(encoding="utf-8").splitlines() if regression.is_file() else []
-    for target, lines in ((regression, previous + move), (path, keep)):
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.replace(target)
+    previous = read_text(regression).splitlines() if regression.is_file() else []
+    atomic_write_text(regression, "\n".join(previous + move) + "\n")
+    atomic_write_text(path, "\n".join(keep) + "\n")
     return regression
+
+
+def ui_command(
+    *, root: str | Path = ".", tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 5000
+) -> list[str]:
+    """The ``mlflow ui`` command line that serves this project's store."""
+    import sys
+
+    from ragtrack.tracking.store import artifact_root, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(load_config(root), tracking_uri)
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
+    if artifacts := artifact_root(uri):
+        cmd += ["--default-artifact-root", artifacts]
+    return cmd

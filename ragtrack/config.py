@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
-from ragtrack.errors import InputError, Problem
+from ragtrack.errors import InputError, Problem, problems_from_validation
+from ragtrack.files import read_text
 from ragtrack.llm.accounting import Price
 from ragtrack.secrets import declare
+
+Number = Annotated[StrictFloat | StrictInt, Field(ge=0)]
 
 CONFIG_FILE = "ragtrack.toml"
 
@@ -39,6 +43,8 @@ class EvalSection(_Strict):
     # A unit covers a passage when they overlap by at least this share of the shorter one.
     min_overlap: float = Field(default=0.5, gt=0.0, le=1.0)
     judge: str = "offline"
+    # Enough for a score and a one- or two-sentence reason; part of an LLM judge's identity.
+    judge_max_tokens: int = Field(default=160, gt=0)
     max_concurrency: int = Field(default=16, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
 
@@ -52,14 +58,34 @@ class Profile(_Strict):
     max_concurrency: int | None = Field(default=None, gt=0)
 
 
+class PriceSpec(_Strict):
+    """USD per million tokens of one model (the cost column of the accounting)."""
+
+    input: Number = 0.0
+    output: Number = 0.0
+
+
 class ProjectConfig(_Strict):
     root: Path = Path(".")
     project: ProjectSection = ProjectSection()
     eval: EvalSection = EvalSection()
     profiles: dict[str, Profile] = {}
-    prices: dict[str, Price] = {}
+    prices: dict[str, PriceSpec] = {}
     # Absolute release gates checked by ``ragtrack promote``: metric name → minimum.
-    gates: dict[str, float] = {}
+    gates: dict[str, Number] = {}
+
+    @field_validator("gates")
+    @classmethod
+    def _known_metrics(cls, gates: dict[str, float]) -> dict[str, float]:
+        from ragtrack.evaluation.metrics import lookup  # the metric registry names what can be gated
+
+        for name in gates:
+            lookup(name)
+        return gates
+
+    @property
+    def price_table(self) -> dict[str, Price]:
+        return {model: Price(p.input, p.output) for model, p in self.prices.items()}
 
     def path(self, relative: str) -> Path:
         return (self.root / relative) if not Path(relative).is_absolute() else Path(relative)
@@ -76,17 +102,14 @@ def load_config(root: str | Path = ".") -> ProjectConfig:
     if not path.is_file():
         return ProjectConfig(root=root)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as e:
         raise InputError([Problem(str(path), f"bad TOML: {e}")]) from None
-    raw["prices"] = {k: Price(**v) for k, v in raw.get("prices", {}).items()}
     try:
         config = ProjectConfig(root=root, **raw)
-    except (ValidationError, TypeError) as e:
-        if isinstance(e, TypeError):
-            raise InputError([Problem(str(path), str(e))]) from None
-        raise InputError(
-            [Problem(str(path), err["msg"], field=".".join(str(x) for x in err["loc"])) for err in e.errors()]
-        ) from None
+    except ValidationError as e:
+        raise InputError(problems_from_validation(str(path), e, data=raw)) from None
+    except TypeError as e:  # a top-level value that is not a table
+        raise InputError([Problem(str(path), str(e))]) from None
     declare(*(p.api_key_env for p in config.profiles.values()))
     return config

@@ -24,12 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.errors import InputError, Problem, read_jsonl
+from ragtrack.errors import InputError, Problem
+from ragtrack.files import read_jsonl, read_text
+from ragtrack.text import language_of
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,8 @@ class Corpus:
 
     @property
     def language(self) -> str:
-        """``zh`` when a sizeable share of characters are CJK ideographs, else ``en``."""
-        sample = "".join(p.text for _, p in zip(range(400), self.passages.values(), strict=False))
-        letters = sum(ch.isalpha() for ch in sample) or 1
-        return "zh" if len(_CJK.findall(sample)) / letters > 0.2 else "en"
+        """``zh`` or ``en``, judged on the first 400 passages."""
+        return language_of("".join(p.text for _, p in zip(range(400), self.passages.values(), strict=False)))
 
     def passages_covering(self, doc_id: str, spans: Iterable[tuple[int, int]], min_overlap: float) -> list[str]:
         """Canonical passage IDs that the given spans of ``doc_id`` cover.
@@ -124,11 +123,6 @@ def load_corpus(path: str | Path) -> Corpus:
     raise InputError([Problem(str(path), "corpus not found")])
 
 
-def _read_text(path: Path) -> str:
-    text = path.read_text(encoding="utf-8")
-    return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def _load_folder(root: Path) -> Corpus:
     files = sorted(
         (p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES),
@@ -139,7 +133,7 @@ def _load_folder(root: Path) -> Corpus:
     documents = {}
     for f in files:
         rel = f.relative_to(root).as_posix()
-        doc = split_markdown(rel, _read_text(f))
+        doc = split_markdown(rel, read_text(f, normalize=True))
         if doc.passages:
             documents[rel] = doc
     return Corpus(source=str(root), documents=documents)
@@ -207,7 +201,7 @@ def split_markdown(doc_id: str, text: str) -> Document:
 
 
 def _load_jsonl(path: Path) -> Corpus:
-    lines, problems = read_jsonl(path, _read_text(path))
+    lines, problems = read_jsonl(path, read_text(path, normalize=True))
     rows: list[tuple[int, dict]] = []
     first_line: dict[str, int] = {}
     for n, row in lines:

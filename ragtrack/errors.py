@@ -1,10 +1,17 @@
-"""Errors that carry where the bad input is, so the CLI can print them as-is."""
+"""Errors a user can cause, carrying where the bad input is, so the CLI prints them as one line.
+
+Every error a user can fix is a :class:`RagtrackError`: the CLI prints its
+message and exits non-zero, never a traceback. Input problems name the file,
+line and field (``golden.jsonl:6: type: unknown value 'Q'``).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class RagtrackError(Exception):
@@ -39,21 +46,52 @@ class ModelUnavailableError(RagtrackError):
     """A model named by a spec cannot be loaded on this machine and has no declared substitute."""
 
 
-def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dict]], list[Problem]]:
-    """Non-blank lines of a JSONL file as (line number, object); bad lines become problems."""
-    rows: list[tuple[int, dict]] = []
-    problems: list[Problem] = []
-    text = path.read_text(encoding="utf-8") if text is None else text
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(str(path), f"bad JSON: {e.msg} (column {e.colno})", n))
-            continue
-        if not isinstance(row, dict):
-            problems.append(Problem(str(path), "each line must be a JSON object", n))
-            continue
-        rows.append((n, row))
-    return rows, problems
+class StoreError(RagtrackError):
+    """The tracking store cannot be reached or does not accept what ragtrack asks of it."""
+
+
+def problems_from_validation(
+    file: str,
+    error: ValidationError,
+    line: int | None = None,
+    *,
+    noun: str = "key",
+    data: object = None,
+) -> list[Problem]:
+    """A pydantic validation error → one :class:`Problem` per failure, in words a user reads.
+
+    ``noun`` is what the format calls its names ("key" in TOML, "field" in JSON).
+    Given the validated ``data``, location parts that are not keys of it (the tags
+    pydantic adds for a discriminated union) are left out of the field path.
+    """
+    problems = []
+    for err in error.errors():
+        loc = _key_path(err["loc"], data)
+        kind, ctx = err["type"], err.get("ctx") or {}
+        if kind == "extra_forbidden":
+            message = f"unknown {noun}"
+        elif kind == "missing":
+            message = f"required {noun} is missing"
+        elif kind == "literal_error":
+            message = f"unknown value {err['input']!r}; expected {ctx.get('expected', 'another value')}"
+        elif kind == "too_short" and ctx.get("min_length") == 1:
+            message = "must list at least one item"
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+        problems.append(Problem(file, message, line, ".".join(loc) or None))
+    return problems
+
+
+def _key_path(loc: tuple, data: object) -> list[str]:
+    path, node = [], data
+    for n, part in enumerate(loc):
+        if isinstance(node, dict) and part not in node and n < len(loc) - 1:
+            continue  # a union tag, not a key the user wrote
+        path.append(str(part))
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return path

@@ -22,7 +22,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragtrack.corpus import Corpus
-from ragtrack.errors import InputError, Problem, read_jsonl
+from ragtrack.errors import InputError, Problem, problems_from_validation
+from ragtrack.files import read_jsonl
+from ragtrack.text import language_of
 
 QuestionType = Literal["A", "B", "C", "D"]
 TYPES: tuple[str, ...] = ("A", "B", "C", "D")
@@ -77,9 +79,8 @@ class GoldenSet:
 
     @property
     def language(self) -> str:
-        text = "".join(i.question for i in self.items)
-        cjk = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
-        return "zh" if cjk > 0.2 * max(1, sum(ch.isalpha() for ch in text)) else "en"
+        """``zh`` or ``en``, judged on the questions: picks the judges' prompt language."""
+        return language_of("".join(i.question for i in self.items))
 
     def limit(self, n: int | None) -> GoldenSet:
         """The first ``n`` items (same digest rules apply: a subset is a different set)."""
@@ -101,9 +102,7 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
         try:
             item = GoldenItem.model_validate(row)
         except ValidationError as e:
-            for err in e.errors():
-                where = ".".join(str(x) for x in err["loc"]) or "item"
-                problems.append(Problem(str(path), _explain(err), n, where))
+            problems += problems_from_validation(str(path), e, n, noun="field")
             continue
         if item.id in first_line:
             problems.append(
@@ -121,18 +120,6 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     if not items:
         raise InputError([Problem(str(path), "the golden set has no items")])
     return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest)
-
-
-def _explain(err: dict) -> str:
-    if err["type"] == "literal_error":
-        return f"unknown value {err['input']!r}; expected one of {', '.join(TYPES)}"
-    if err["type"] == "extra_forbidden":
-        return "unknown field"
-    if err["type"] == "missing":
-        return "required field is missing"
-    if err["type"] == "too_short":
-        return "must list at least one item"
-    return err["msg"].removeprefix("Value error, ")
 
 
 def golden_stats(golden: GoldenSet, corpus: Corpus) -> dict:

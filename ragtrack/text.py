@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _MD_PREFIX = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 # A sentence ends at . ! ? (followed by space) or at Chinese 。！？；, or at a line break.
 _SENT_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])|(?<=[。！？；])|\n+")
@@ -31,8 +31,14 @@ STOPWORDS_ZH = frozenset(
 
 
 def is_chinese(text: str) -> bool:
+    """More than a fifth of the letters are CJK ideographs: the one language rule ragtrack uses."""
     letters = sum(ch.isalpha() for ch in text) or 1
     return len(_CJK.findall(text)) / letters > 0.2
+
+
+def language_of(text: str) -> str:
+    """``zh`` or ``en`` by :func:`is_chinese` (corpus, golden set and judge prompts alike)."""
+    return "zh" if is_chinese(text) else "en"
 
 
 def strip_markdown(line: str) -> str:
@@ -117,6 +123,11 @@ def document_frequencies(texts: Iterable[str]) -> tuple[Counter, int]:
         df.update(set(content_tokens(text)))
         n += 1
     return df, n
+
+
+def format_contexts(contexts: tuple[str, ...]) -> str:
+    """Numbered contexts as a prompt shows them to a model (generator and judges alike)."""
+    return "\n\n".join(f"[{n}] {c.strip()}" for n, c in enumerate(contexts, start=1)) or "(no context)"
 
 
 def render(template: str, **values: str) -> str:

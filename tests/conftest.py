@@ -45,3 +45,14 @@ def make_project(root: Path) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
+
+
+def pipeline_agent(project: Path, corpus, embedder, version: str, spec=None):
+    """A built-in pipeline version of ``project``, sharing the session's embedder."""
+    from ragtrack.agent import AgentContext
+    from ragtrack.config import load_config
+    from ragtrack.pipeline.agent import PipelineAgent
+    from ragtrack.spec import load_spec
+
+    spec = spec or load_spec(version, project / "pipelines")
+    return PipelineAgent(spec, AgentContext(corpus, load_config(project), embedder=embedder))

@@ -1,5 +1,6 @@
 """The command line as a user meets it: help, errors with file and line, the eval table."""
 
+import pytest
 from click.testing import CliRunner
 
 from ragtrack.cli import main
@@ -44,3 +45,51 @@ def test_unknown_version_lists_the_available_ones(project):
 def test_golden_stats(project):
     result = run("--root", str(project), "golden", "stats")
     assert result.exit_code == 0 and "by_type" in result.output and "A: 2" in result.output
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """A project where v1 and v3 have been evaluated through the CLI."""
+    from .conftest import make_project
+
+    root = make_project(tmp_path_factory.mktemp("cli") / "project")
+    for version in ("v1", "v3"):
+        result = run("--root", str(root), "eval", "--version", version)
+        assert result.exit_code == 0, result.output
+    return root
+
+
+def test_eval_prints_the_diagnosis_of_its_own_numbers(evaluated):
+    result = run("--root", str(evaluated), "eval", "--version", "v1")
+    assert "Diagnosis" in result.output and "low context precision" in result.output
+    assert "worst items:" in result.output and "index from cache" in result.output
+
+
+def test_compare_prints_paired_rows_per_type_and_logs_a_run(evaluated):
+    result = run("--root", str(evaluated), "compare", "v1", "v3")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "v1 vs v3" in out and "95% CI" in out and "context_recall" in out and "correctness" in out
+    assert all(f"│ {t} " in out for t in "ABCD"), out  # one row per question type
+    assert "comparison run" in out
+
+
+def test_versions_lists_each_version_with_its_last_eval(evaluated):
+    result = run("--root", str(evaluated), "versions")
+    assert result.exit_code == 0, result.output
+    assert "v1" in result.output and "v3" in result.output and "heuristic@" in result.output
+
+
+def test_promote_exit_status_is_0_when_promoted_and_1_when_refused(evaluated):
+    first = run("--root", str(evaluated), "promote", "v1")
+    assert first.exit_code == 0 and "v1 promoted" in first.output, first.output
+    again = run("--root", str(evaluated), "promote", "v1")
+    assert again.exit_code == 1 and "already the champion" in again.output
+    assert "★" in run("--root", str(evaluated), "versions").output
+
+
+def test_user_errors_are_one_line_without_traceback(project):
+    (project / "ragtrack.toml").write_text("[gates]\ncorectness = 0.8\n")
+    result = CliRunner().invoke(main, ["--root", str(project), "promote", "v1"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "gates: unknown metric 'corectness'" in result.output

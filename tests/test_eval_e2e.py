@@ -87,7 +87,7 @@ def test_version_is_a_registered_model_reused_when_unchanged(first_run):
 
     again = evaluate("v1", root=root)
     assert again.model_version == report.model_version  # unchanged spec → same registry version
-    assert again.index_from_cache and again.run_id != report.run_id
+    assert again.setup == "index from cache" and again.run_id != report.run_id
 
 
 def test_crash_keeps_finished_items_and_resume_completes_the_same_run(project):

@@ -2,13 +2,11 @@
 
 import json
 
-from ragtrack.llm import LLM
-from ragtrack.pipeline.agent import Agent
 from ragtrack.pipeline.chunking import fixed_chunks, parent_child_chunks, parent_groups
 from ragtrack.pipeline.index import BM25Index, DenseIndex
 from ragtrack.spec import load_spec
 
-from .conftest import REPO
+from .conftest import REPO, pipeline_agent
 
 
 def test_fixed_chunks_map_to_the_passages_they_cover(tiny_corpus):
@@ -48,14 +46,15 @@ def test_dense_and_bm25_indexes_find_the_right_chunk(tiny_corpus, embedder):
 
 
 def test_second_build_is_served_from_cache_without_embedding(project, tiny_corpus, embedder):
-    spec = load_spec("v1", project / "pipelines")
     cache = project / ".ragtrack" / "cache"
     before = embedder.texts_embedded
-    first = Agent(spec, tiny_corpus, LLM(), cache_dir=cache, embedder=embedder)
+    first = pipeline_agent(project, tiny_corpus, embedder, "v1")
     assert not first.index_stats.from_cache and embedder.texts_embedded > before
+    assert first.setup.summary == "index built"
     embedded = embedder.texts_embedded
-    second = Agent(spec, tiny_corpus, LLM(), cache_dir=cache, embedder=embedder)
+    second = pipeline_agent(project, tiny_corpus, embedder, "v1")
     assert second.index_stats.from_cache and embedder.texts_embedded == embedded
+    assert second.setup.summary == "index from cache"
     assert second.chunks == first.chunks
     # The docstore on disk is JSON (no pickle for FAISS.load_local to unpickle).
     folder = cache / "index" / second.index_stats.key
@@ -64,11 +63,9 @@ def test_second_build_is_served_from_cache_without_embedding(project, tiny_corpu
 
 
 def test_v1_agent_answers_extractively_with_mapped_ids(project, tiny_corpus, embedder):
-    agent = Agent(
-        load_spec("v1", project / "pipelines"), tiny_corpus, LLM(), cache_dir=project / "c", embedder=embedder
-    )
+    agent = pipeline_agent(project, tiny_corpus, embedder, "v1")
     out = agent.answer("What is the default cfg value?")
-    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.retrieved_passage_ids
+    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.passage_ids
     assert "8.0" in out.answer
     assert all(s in " ".join(c.text for c in out.contexts) for s in out.answer.split(" ") if s)  # extractive
     assert agent.describe()["generator"].startswith("extractive")

@@ -1,7 +1,10 @@
-"""Paired statistics, comparison and the promotion gate on a real MLflow store and registry.
+"""Paired statistics, comparison and the promotion gate.
 
-Eval runs here are logged with hand-chosen per-item scores (through the same
-logging functions ``evaluate`` uses), so every decision can be checked by hand.
+The rule is a pure function: its tests build run summaries and paired
+differences by hand, with no MLflow. Applying it to a store (the alias, the
+lock, the recorded decision) is tested on a real SQLite store and registry,
+with eval runs logged from hand-chosen per-item scores so every decision can
+be checked by hand.
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,14 +20,14 @@ from ragtrack.api import evaluate, retire, retirement_candidates
 from ragtrack.config import load_config
 from ragtrack.corpus import load_corpus
 from ragtrack.evaluation.aggregate import aggregate
-from ragtrack.evaluation.compare import compare_records
-from ragtrack.evaluation.runner import ItemRecord, JudgeRecord
+from ragtrack.evaluation.compare import compare_records, overall
+from ragtrack.evaluation.promotion import ALIAS, Champion, Rule, decide
 from ragtrack.evaluation.stats import compare_paired, paired_bootstrap_ci, paired_permutation_p
 from ragtrack.golden import load_golden
+from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary
 from ragtrack.tracking import runs
-from ragtrack.tracking.compare import latest_eval_run, load_records
-from ragtrack.tracking.promotion import ALIAS, Rule, current_champion, decide
-from ragtrack.tracking.store import open_store
+from ragtrack.tracking.promotion import promote as promote_in_store
+from ragtrack.tracking.store import Tag, open_store
 
 # ---------------------------------------------------------------- statistics, by hand
 
@@ -46,7 +48,7 @@ def test_bootstrap_interval_brackets_the_mean_and_collapses_for_constant_differe
     assert d.delta == pytest.approx(4 / 3) and d.mean_a == 2 and d.mean_b == pytest.approx(10 / 3)
 
 
-# ---------------------------------------------------------------- helpers
+# ---------------------------------------------------------------- records and runs by hand
 
 
 def record(item: str, kind: str, correctness: int | None, groundedness: int = 5, recall: float = 1.0) -> ItemRecord:
@@ -62,9 +64,7 @@ def record(item: str, kind: str, correctness: int | None, groundedness: int = 5,
         gt_context_ids=["p"],
         gt_answer="gt",
         answer="a",
-        retrieved_unit_ids=[],
-        retrieved_passage_ids=["p"] if recall else [],
-        contexts=[],
+        contexts=[ContextRecord("u", "text", ["p"])] if recall else [],
         retrieval={
             "context_recall": recall,
             "context_precision": recall,
@@ -76,11 +76,128 @@ def record(item: str, kind: str, correctness: int | None, groundedness: int = 5,
     )
 
 
-def log_eval(store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1", substituted=False):
-    """Register ``version`` (once) and log a complete eval run with these per-item scores."""
-    existing = store.client.search_model_versions(
-        f"name='{store.registered_model}' and tags.`ragtrack.version`='{version}'"
+def records(correctness, groundedness=None) -> list[ItemRecord]:
+    groundedness = groundedness or [5] * len(correctness)
+    pairs = zip(correctness, groundedness, strict=True)
+    return [record(f"i{n}", "ABCD"[n % 4], c, g) for n, (c, g) in enumerate(pairs)]
+
+
+def summary(version, recs, *, digest="g1", judge="heuristic@h1", substituted=False, model_version=None):
+    return RunSummary(
+        run_id=f"run-{version}",
+        version=version,
+        golden_digest=digest,
+        judge_identity=judge,
+        min_overlap="0.5",
+        substituted=substituted,
+        model_version=model_version or version.removeprefix("v"),
+        metrics=aggregate(recs, ("correctness", "groundedness")),
     )
+
+
+def rule_decides(challenger: list, champion: list | None = None, rule: Rule | None = None, **run):
+    """The pure rule on two hand-made runs (the champion is v1, the challenger v2)."""
+    rule = rule or Rule()
+    ours = records(*challenger)
+    mine = summary("v2", ours, **run)
+    if champion is None:
+        return decide(mine, None, rule)
+    theirs = records(*champion)
+    rows, _ = compare_records(theirs, ours, ("correctness", "groundedness"))
+    return decide(mine, Champion("1", "v1", summary("v1", theirs)), rule, overall(rows))
+
+
+BASE = [3, 3, 3, 3, 3, 3, 3, 3]
+
+# ---------------------------------------------------------------- the rule, pure
+
+
+def test_no_champion_the_first_version_wins():
+    d = rule_decides([BASE])
+    assert d.promoted and "no champion yet" in d.reasons[0]
+
+
+def test_better_correctness_without_groundedness_regression_wins():
+    d = rule_decides([[4, 4, 3, 4, 3, 4, 4, 4]], [BASE])
+    assert d.promoted, d.reasons
+    assert d.figures["champion_correctness"] == 3 and d.figures["correctness_delta"] == pytest.approx(0.75)
+
+
+def test_equal_correctness_is_not_enough_and_margin_applies():
+    d = rule_decides([BASE], [BASE])
+    assert not d.promoted and "does not beat the margin 0" in d.reasons[0]
+    gain = [4, 3, 3, 3, 3, 3, 3, 3]  # +0.125
+    assert not rule_decides([gain], [BASE], Rule(margin=0.2)).promoted
+    assert rule_decides([gain], [BASE], Rule(margin=0.1)).promoted
+
+
+def test_groundedness_regression_refuses_unless_within_tolerance():
+    challenger = ([5] * 8, [5, 5, 5, 5, 5, 5, 4, 4])  # groundedness -0.25
+    d = rule_decides(challenger, [BASE])
+    assert not d.promoted and "groundedness regressed" in " ".join(d.reasons)
+    assert rule_decides(challenger, [BASE], Rule(tolerance=0.25)).promoted
+
+
+def test_significance_can_be_required():
+    noise = [5, 3, 3, 3, 3, 3, 3, 2]  # +0.125 from one item up, one down
+    d = rule_decides([noise], [BASE], Rule(require_significance=True))
+    assert not d.promoted and "not significant" in " ".join(d.reasons)
+    assert rule_decides([noise], [BASE]).promoted
+
+
+def test_runs_on_different_golden_sets_or_judges_are_not_compared():
+    d = rule_decides([[5] * 8], [BASE], digest="other")
+    assert not d.promoted and "different golden sets" in " ".join(d.reasons)
+    d = rule_decides([[5] * 8], [BASE], judge="openai:gpt|prompts=abc|t=0.0")
+    assert not d.promoted and "different judges" in " ".join(d.reasons)
+    champion = Champion("1", "v1", None)  # the champion has no eval on the challenger's golden set
+    d = decide(summary("v2", records([5] * 8)), champion, Rule())
+    assert not d.promoted and "no eval on the same golden set" in d.reasons[0]
+
+
+def test_substituted_models_and_partial_means_refuse_unless_allowed():
+    d = rule_decides([[5] * 8], [BASE], substituted=True)
+    assert not d.promoted and "substituted" in d.reasons[0]
+    assert rule_decides([[5] * 8], [BASE], Rule(allow_substitutes=True), substituted=True).promoted
+    d = rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE])  # one judge error: mean over 7 of 8
+    assert not d.promoted and "fewer than all items" in d.reasons[0]
+    assert rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE], Rule(allow_partial=True)).promoted
+
+
+def test_release_gates_are_reported_per_gate():
+    d = rule_decides([BASE], rule=Rule(gates={"context_recall": 0.9, "correctness_norm": 0.75}))
+    assert not d.promoted
+    assert [(g.metric, g.passed) for g in d.gates] == [("context_recall", True), ("correctness_norm", False)]
+    assert "gate correctness_norm >= 0.75 failed (0.5)" in d.reasons
+
+
+def test_the_champion_is_not_challenged_by_itself():
+    ours = summary("v1", records(BASE), model_version="1")
+    d = decide(ours, Champion("1", "v1", ours), Rule())
+    assert not d.promoted and "already the champion" in d.reasons[0]
+
+
+def test_compare_records_pairs_items_and_flags_partial_judges():
+    a = [record("i1", "A", 3), record("i2", "A", 2), record("i3", "B", 4)]
+    b = [record("i1", "A", 5), record("i2", "A", None), record("i3", "B", 4, recall=0.0)]
+    rows, changes = compare_records(a, b, ("correctness", "context_recall"))
+    by_metric = {r.metric: r for r in rows if r.scope == "all"}
+    assert by_metric["correctness"].diff.n == 2 and by_metric["correctness"].partial  # i2 unscored in b
+    assert by_metric["correctness"].diff.delta == pytest.approx(1.0)  # (5-3 + 4-4) / 2
+    assert by_metric["context_recall"].diff.delta == pytest.approx(-1 / 3)
+    assert {r.scope for r in rows} == {"all", "A", "B"}
+    assert [(c.id, c.metric, c.a, c.b) for c in changes] == [
+        ("i1", "correctness", 3, 5),
+        ("i3", "context_recall", 1.0, 0.0),
+    ]
+
+
+# ---------------------------------------------------------------- applied to a real store
+
+
+def log_eval(store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1"):
+    """Register ``version`` (once) and log a complete eval run with these per-item scores."""
+    existing = store.model_versions(version)
     if existing:
         model_version = str(existing[0].version)
     else:
@@ -89,28 +206,24 @@ def log_eval(store, version, correctness, groundedness=None, *, digest="g1", jud
         source = Path(store.tracking_uri.removeprefix("sqlite:///")).parent / "hand-models" / version
         source.mkdir(parents=True, exist_ok=True)
         mv = store.client.create_model_version(
-            store.registered_model, source=source.as_uri(), tags={"ragtrack.version": version}
+            store.registered_model, source=source.as_uri(), tags={Tag.VERSION: version}
         )
         model_version = str(mv.version)
-    groundedness = groundedness or [5] * len(correctness)
-    types = "ABCD"
-    records = [
-        record(f"i{n}", types[n % 4], c, g) for n, (c, g) in enumerate(zip(correctness, groundedness, strict=True))
-    ]
+    recs = records(correctness, groundedness)
     tags = runs.eval_tags(
         version=version,
+        agent_kind="pipeline",
         spec_hash="h",
         golden_digest=digest,
         judge_identity=judge,
-        substituted=substituted,
+        substituted=False,
         model_version=model_version,
         model_id="m",
     )
-    run_id = runs.start_run(store, f"eval {version}", {"mapping_min_overlap": "0.5"}, tags)
-    runs.log_metrics(store, run_id, aggregate(records, ("correctness", "groundedness")))
-    runs.log_items(store, run_id, records)
-    runs.finish_run(store, run_id, complete=True)
-    time.sleep(0.01)  # "latest run" is by start time
+    run_id = store.start_run(f"eval {version}", {"mapping_min_overlap": "0.5"}, tags)
+    store.log_metrics(run_id, aggregate(recs, ("correctness", "groundedness")))
+    runs.log_items(store, run_id, recs)
+    store.finish_run(run_id, complete=True)
     return run_id, model_version
 
 
@@ -119,122 +232,42 @@ def store(tmp_path):
     return open_store(load_config(tmp_path))
 
 
-def promote(store, tmp_path, version, **rule):
-    return decide(store, version, Rule(**rule), dry_run=False, lock_dir=tmp_path)
+def promote(store, tmp_path, version, dry_run=False, **rule):
+    return promote_in_store(store, version, Rule(**rule), dry_run=dry_run, lock_dir=tmp_path)
 
 
-BASE = [3, 3, 3, 3, 3, 3, 3, 3]
-
-
-# ---------------------------------------------------------------- the rule
-
-
-def test_first_version_becomes_champion_and_the_decision_is_recorded(store, tmp_path):
+def test_promotion_moves_the_alias_and_records_every_decision(store, tmp_path):
     run_id, mv = log_eval(store, "v1", BASE)
     d = promote(store, tmp_path, "v1")
-    assert d.promoted and "no champion yet" in d.reasons[0]
-    assert current_champion(store) == (mv, "v1")
+    assert d.promoted and store.champion() == (mv, "v1")
     tags = store.client.get_model_version(store.registered_model, mv).tags
-    assert tags["ragtrack.decision"].startswith("promoted") and tags["ragtrack.decision_run"] == d.decision_run_id
+    assert tags[Tag.DECISION].startswith("promoted") and tags[Tag.DECISION_RUN] == d.decision_run_id
     decision_run = store.client.get_run(d.decision_run_id)
-    assert (
-        decision_run.data.tags["ragtrack.kind"] == "promotion" and decision_run.data.params["challenger_run"] == run_id
-    )
+    assert decision_run.data.tags[Tag.KIND] == "promotion" and decision_run.data.params["challenger_run"] == run_id
 
-
-def test_better_correctness_without_groundedness_regression_wins(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    promote(store, tmp_path, "v1")
     _, mv2 = log_eval(store, "v2", [4, 4, 3, 4, 3, 4, 4, 4])
     d = promote(store, tmp_path, "v2")
-    assert d.promoted, d.reasons
-    assert d.figures["champion_correctness"] == 3 and d.figures["correctness_delta"] == pytest.approx(0.75)
-    assert current_champion(store)[0] == mv2
-    assert (
-        store.client.get_model_version(store.registered_model, "1")
-        .tags["ragtrack.last_challenge"]
-        .startswith("v2 promoted")
-    )
+    assert d.promoted and store.champion()[0] == mv2 and d.figures["correctness_delta"] == pytest.approx(0.75)
+    assert store.client.get_model_version(store.registered_model, mv).tags[Tag.LAST_CHALLENGE].startswith("v2 promoted")
+
+    log_eval(store, "v3", BASE)  # worse than v2: refused, recorded, alias unchanged
+    d = promote(store, tmp_path, "v3")
+    assert not d.promoted and store.champion()[0] == mv2
+    assert store.client.get_run(d.decision_run_id).data.tags[Tag.OUTCOME] == "refused"
 
 
-def test_equal_correctness_is_not_enough_and_margin_applies(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    promote(store, tmp_path, "v1")
-    log_eval(store, "v2", BASE)
-    d = promote(store, tmp_path, "v2")
-    assert not d.promoted and "does not beat the margin 0" in d.reasons[0]
-    log_eval(store, "v3", [4, 3, 3, 3, 3, 3, 3, 3])  # +0.125
-    assert not promote(store, tmp_path, "v3", margin=0.2).promoted
-    assert promote(store, tmp_path, "v3", margin=0.1).promoted
-
-
-def test_groundedness_regression_refuses_unless_within_tolerance(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    promote(store, tmp_path, "v1")
-    log_eval(store, "v2", [5] * 8, [5, 5, 5, 5, 5, 5, 4, 4])  # groundedness -0.25
-    d = promote(store, tmp_path, "v2")
-    assert not d.promoted and "groundedness regressed" in " ".join(d.reasons)
-    assert promote(store, tmp_path, "v2", tolerance=0.25).promoted
-
-
-def test_significance_can_be_required(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    promote(store, tmp_path, "v1")
-    log_eval(store, "v2", [5, 3, 3, 3, 3, 3, 3, 2])  # +0.125 from one item up, one down: noise
-    d = promote(store, tmp_path, "v2", require_significance=True)
-    assert not d.promoted and "not significant" in " ".join(d.reasons)
-    assert promote(store, tmp_path, "v2").promoted
-
-
-def test_runs_on_different_golden_sets_or_judges_are_not_compared(store, tmp_path):
+def test_a_champion_without_an_eval_on_the_same_golden_set_refuses(store, tmp_path):
     log_eval(store, "v1", BASE)
     promote(store, tmp_path, "v1")
     log_eval(store, "v2", [5] * 8, digest="other")
     d = promote(store, tmp_path, "v2")
     assert not d.promoted and "no eval on the same golden set" in d.reasons[0]
-    log_eval(store, "v2", [5] * 8, judge="openai:gpt|prompts=abc|t=0.0")
-    assert not promote(store, tmp_path, "v2").promoted
-
-
-def test_substituted_models_and_partial_means_refuse_unless_allowed(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    promote(store, tmp_path, "v1")
-    log_eval(store, "v2", [5] * 8, substituted=True)
-    d = promote(store, tmp_path, "v2")
-    assert not d.promoted and "substituted" in d.reasons[0]
-    assert promote(store, tmp_path, "v2", allow_substitutes=True).promoted
-
-    log_eval(store, "v3", [5, 5, 5, 5, 5, 5, 5, None])  # one judge error: mean over 7 of 8
-    d = promote(store, tmp_path, "v3")
-    assert not d.promoted and "fewer than all items" in d.reasons[0]
-
-
-def test_release_gates_are_reported_per_gate(store, tmp_path):
-    log_eval(store, "v1", BASE)
-    d = promote(store, tmp_path, "v1", gates={"context_recall": 0.9, "correctness_norm": 0.75})
-    assert not d.promoted
-    assert [(g.metric, g.passed) for g in d.gates] == [("context_recall", True), ("correctness_norm", False)]
-    assert "gate correctness_norm >= 0.75 failed (0.5)" in d.reasons
 
 
 def test_dry_run_decides_without_moving_the_alias(store, tmp_path):
     log_eval(store, "v1", BASE)
-    d = decide(store, "v1", Rule(), dry_run=True, lock_dir=tmp_path)
-    assert d.promoted and d.dry_run and current_champion(store) is None
-
-
-def test_compare_records_pairs_items_and_flags_partial_judges():
-    a = [record("i1", "A", 3), record("i2", "A", 2), record("i3", "B", 4)]
-    b = [record("i1", "A", 5), record("i2", "A", None), record("i3", "B", 4, recall=0.0)]
-    rows, changes = compare_records(a, b, ("correctness", "context_recall"))
-    overall = {r.metric: r for r in rows if r.scope == "all"}
-    assert overall["correctness"].diff.n == 2 and overall["correctness"].partial  # i2 unscored in b
-    assert overall["correctness"].diff.delta == pytest.approx(1.0)  # (5-3 + 4-4) / 2
-    assert overall["context_recall"].diff.delta == pytest.approx(-1 / 3)
-    assert [(c.id, c.metric, c.a, c.b) for c in changes] == [
-        ("i1", "correctness", 3, 5),
-        ("i3", "context_recall", 1.0, 0.0),
-    ]
+    d = promote(store, tmp_path, "v1", dry_run=True)
+    assert d.promoted and d.dry_run and store.champion() is None
 
 
 def test_two_concurrent_promotions_cannot_both_beat_the_same_champion(tmp_path):
@@ -242,20 +275,20 @@ def test_two_concurrent_promotions_cannot_both_beat_the_same_champion(tmp_path):
     root.mkdir()
     store = open_store(load_config(root))
     log_eval(store, "v1", BASE)
-    decide(store, "v1", Rule(), dry_run=False, lock_dir=tmp_path)
-    _, mv2 = log_eval(store, "v2", [4] * 8)
+    promote(store, tmp_path, "v1")
+    log_eval(store, "v2", [4] * 8)
     _, mv3 = log_eval(store, "v3", [5] * 8)
     cmd = [sys.executable, "-m", "ragtrack.cli", "--root", str(root), "promote"]
     procs = [
         subprocess.Popen([*cmd, v], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for v in ("v2", "v3")
     ]
     outputs = [p.communicate(timeout=180)[0] for p in procs]
-    decisions = store.client.search_runs(
-        [store.decisions_experiment_id], "tags.`ragtrack.kind` = 'promotion' and tags.`ragtrack.outcome` = 'promoted'"
+    decisions = store.search_runs(
+        [store.decisions_experiment_id], f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.OUTCOME}` = 'promoted'"
     )
     beaten = [r.data.params["champion"] for r in decisions if r.data.params["version"] in ("v2", "v3")]
     assert len(beaten) == len(set(beaten)), (beaten, outputs)  # nobody won against a stale champion
-    assert current_champion(store)[0] == mv3  # whatever the order, the best one ends as champion
+    assert store.champion()[0] == mv3  # whatever the order, the best one ends as champion
     assert store.client.get_model_version_by_alias(store.registered_model, ALIAS).version == int(mv3)
     assert Path(str(store.tracking_uri).removeprefix("sqlite:///")).with_name("promote.lock").exists()
 
@@ -267,7 +300,7 @@ def test_items_with_full_marks_in_every_listed_version_are_retired(project):
     full = {
         v: {
             r.id
-            for r in load_records(store, latest_eval_run(store, v).run_id)
+            for r in store.records(store.latest_eval(v).run_id)
             if r.retrieval["context_recall"] == 1.0 and r.judges["correctness"].score == 5
         }
         for v in ("v1", "v3")

@@ -77,3 +77,58 @@ def test_mean_ignores_missing_and_is_none_when_empty():
     assert mean([1.0, None, 0.0]) == 0.5
     assert mean([]) is None
     assert mean([float("nan")]) is None
+
+
+def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
+    """Cross-check against an independent implementation: trec_eval (pytrec_eval, via ir-measures).
+
+    Random rankings over a small ID space, so duplicates (several units mapping to one
+    passage) and empty retrievals occur often. trec_eval takes one score per document, so
+    it sees each ranking deduplicated, which is exactly how ragtrack ranks passages.
+    """
+    import random
+    from collections import defaultdict
+
+    import ir_measures
+    from ir_measures import RR, P, R, Success, nDCG
+
+    rng = random.Random(7)
+    cases = {}
+    for n in range(3000):
+        ids = [f"p{i}" for i in range(rng.randint(1, 15))]
+        gt = rng.sample(ids, rng.randint(1, min(4, len(ids))))
+        retrieved = [rng.choice(ids) for _ in range(rng.randint(0, 12))]
+        cases[f"q{n}"] = (retrieved, gt, rng.choice([1, 3, 5, 10]))
+
+    qrels = [ir_measures.Qrel(q, d, 1) for q, (_, gt, _) in cases.items() for d in gt]
+
+    def run_of(queries):
+        return [
+            ir_measures.ScoredDoc(q, d, float(100 - rank))
+            for q in queries
+            for rank, d in enumerate(dedupe(cases[q][0]))
+        ]
+
+    theirs: dict[tuple[str, str], float] = defaultdict(float)  # a query with nothing retrieved scores 0
+    measures = [RR, R @ 1000, Success @ 1000]
+    for m in ir_measures.iter_calc(measures, qrels, run_of(cases)):
+        theirs[m.query_id, str(m.measure)] = m.value
+    by_cutoff, by_length = defaultdict(list), defaultdict(list)
+    for q, (retrieved, _, k) in cases.items():
+        by_cutoff[k].append(q)
+        by_length[len(dedupe(retrieved))].append(q)
+    for k, queries in by_cutoff.items():
+        for m in ir_measures.iter_calc([nDCG @ k], [r for r in qrels if r.query_id in set(queries)], run_of(queries)):
+            theirs[m.query_id, "ndcg"] = m.value
+    for length, queries in by_length.items():
+        if length:
+            chosen = set(queries)
+            for m in ir_measures.iter_calc([P @ length], [r for r in qrels if r.query_id in chosen], run_of(queries)):
+                theirs[m.query_id, "precision"] = m.value
+
+    for q, (retrieved, gt, k) in cases.items():
+        assert reciprocal_rank(retrieved, gt) == pytest.approx(theirs[q, "RR"]), q
+        assert context_recall(retrieved, gt) == pytest.approx(theirs[q, "R@1000"]), q
+        assert hit_rate(retrieved, gt) == pytest.approx(theirs[q, "Success@1000"]), q
+        assert ndcg_at_k(retrieved, gt, k) == pytest.approx(theirs[q, "ndcg"]), q
+        assert context_precision(retrieved, gt) == pytest.approx(theirs[q, "precision"]), q

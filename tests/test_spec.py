@@ -35,9 +35,37 @@ def test_hash_covers_prompt_text(pipelines):
 
 def test_llm_override_is_a_different_agent(pipelines):
     spec = load_spec("v1", pipelines)
-    assert spec.with_llm(None) is spec
-    other = spec.with_llm("openai:gpt-4o-mini")
+    other = spec.with_values({"llm": {"model": "openai:gpt-4o-mini"}})
     assert other.spec.llm.model == "openai:gpt-4o-mini" and other.hash != spec.hash
+    assert other.spec.llm.temperature == spec.spec.llm.temperature and other.files == spec.files
+
+
+def test_every_strategy_name_comes_from_its_registry(pipelines):
+    from ragtrack.pipeline.spec import CHUNKING
+
+    # The chunking union's tags are the registry's names: one list, not two.
+    assert {
+        name: model.model_fields["strategy"].annotation.__args__
+        for name, model in ((n, CHUNKING.get(n)) for n in CHUNKING)
+    } == {n: (n,) for n in CHUNKING}
+    for key, bad in (("mode", "retrieval.mode"), ("strategy", "generation.strategy")):
+        line = {"mode": 'mode = "dense"', "strategy": 'strategy = "direct"'}[key]
+        problems = _write(pipelines, V1_BODY.replace(line, f'{key} = "magic"'))
+        assert any(f"{bad}: unknown" in p and "expected one of" in p for p in problems), problems
+    problems = _write(pipelines, V1_BODY.replace('model = "none"', 'model = "x"\nkind = "colbert"'))
+    assert any("rerank.kind: unknown reranker 'colbert'" in p for p in problems), problems
+    problems = _write(pipelines, V1_BODY.replace("[version]", '[agent]\nkind = "teleport"\n\n[version]'))
+    assert any("agent.kind: unknown agent kind 'teleport'; expected one of: pipeline" in p for p in problems)
+
+
+def test_constants_that_change_answers_are_in_the_spec_and_its_hash(pipelines):
+    spec = load_spec("v5", pipelines)
+    r, tokens = spec.spec.retrieval, spec.spec.llm.max_tokens
+    assert (r.child_fetch_factor, r.prf_docs, r.prf_terms) == (4, 3, 5)
+    assert (tokens.answer, tokens.outline, tokens.rewrite, tokens.topics) == (512, 200, 200, 120)
+    assert spec.params()["retrieval.prf_terms"] == "5"
+    changed = spec.with_values({"retrieval": {"prf_terms": 8}})
+    assert changed.hash != spec.hash
 
 
 def _write(pipelines, text):
@@ -91,4 +119,4 @@ def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):
     # A file of the project root (one level above pipelines/) is allowed when the root is given.
     (pipelines.parent / "shared.md").write_text("Answer: {{question}}")
     (pipelines / "ok.toml").write_text(V1_BODY.replace("prompts/answer_plain.md", "../shared.md"))
-    assert load_spec("ok", pipelines, root=pipelines.parent).prompts["answer"].startswith("Answer")
+    assert load_spec("ok", pipelines, root=pipelines.parent).files["answer"].startswith("Answer")

@@ -4,25 +4,19 @@ import pytest
 import torch
 
 from ragtrack.errors import ModelUnavailableError
-from ragtrack.llm import LLM
-from ragtrack.pipeline.agent import Agent
 from ragtrack.pipeline.index import tokenizer_for
 from ragtrack.pipeline.models import resolve_model
 from ragtrack.pipeline.rerank import CrossEncoderReranker, rerank
 from ragtrack.pipeline.retrieve import rrf_fuse
-from ragtrack.spec import load_spec
 
-
-def agent(project, corpus, embedder, version, llm=None):
-    spec = load_spec(version, project / "pipelines")
-    return Agent(spec, corpus, llm or LLM(), cache_dir=project / ".ragtrack" / "cache", embedder=embedder)
+from .conftest import pipeline_agent as agent
 
 
 @pytest.mark.parametrize("version", ["v1", "v2", "v3", "v4", "v5"])
 def test_every_version_answers_offline(project, tiny_corpus, embedder, version):
     out = agent(project, tiny_corpus, embedder, version).answer("What is the default cfg value?")
     assert out.answer and out.contexts and not out.errors
-    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.retrieved_passage_ids
+    assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out.passage_ids
 
 
 def test_v2_indexes_generated_pairs_with_their_source_passage(project, tiny_corpus, embedder):
@@ -36,9 +30,9 @@ def test_v2_indexes_generated_pairs_with_their_source_passage(project, tiny_corp
 def test_v3_returns_unique_parents_in_rank_of_their_best_child(project, tiny_corpus, embedder):
     a = agent(project, tiny_corpus, embedder, "v3")
     out = a.answer("negative prompt blur watermarks")
-    ids = out.retrieved_unit_ids
+    ids = [c.unit_id for c in out.contexts]
     assert len(ids) == len(set(ids)) and all(i in a.parents for i in ids)
-    best = a.retriever.search("negative prompt blur watermarks", 1)[0][0]
+    best = a.search.search("negative prompt blur watermarks", 1)[0][0]
     assert ids[0] == a.chunks[best].parent_id
     # the Guidance parent covers both of its ### passages
     assert set(out.contexts[0].passage_ids) == {
@@ -61,20 +55,18 @@ def test_v5_is_hybrid_with_rewrites_and_a_declared_substitute(project, tiny_corp
     d = a.describe()
     assert d["rerank_model_requested"] == "BAAI/bge-reranker-base" and d["rerank_model"] == "none"
     assert d["substituted"] == "true" and d["step.rewrite"].startswith("offline")
-    assert a.retriever.mode == "hybrid" and a.bm25 is not None
+    assert a.spec.retrieval.mode == "hybrid" and a.bm25 is not None and a.dense is not None
 
 
 def test_index_time_steps_and_embeddings_run_once(project, tiny_corpus, embedder):
     for version, step in (("v2", "qa_pairs"), ("v4", "topics")):
-        llm = LLM()
-        agent(project, tiny_corpus, embedder, version, llm)
-        assert llm.accounting.summary("offline")[step]["offline"] > 0
+        first = agent(project, tiny_corpus, embedder, version)
+        assert first.setup.usage[step].offline > 0 and first.llm.accounting.usage()[step].offline > 0
         embedded = embedder.texts_embedded
-        llm2 = LLM()
-        again = agent(project, tiny_corpus, embedder, version, llm2)
-        assert again.index_stats.from_cache
+        again = agent(project, tiny_corpus, embedder, version)
+        assert again.index_stats.from_cache and not again.setup.usage
         assert embedder.texts_embedded == embedded, f"{version}: a cached index embeds nothing"
-        assert step not in llm2.accounting.summary("offline"), f"{version}: no index-time LLM step on reuse"
+        assert step not in again.llm.accounting.usage(), f"{version}: no index-time LLM step on reuse"
 
 
 def test_rrf_fusion_hand_computed():
@@ -166,4 +158,4 @@ def test_parent_child_on_a_flat_jsonl_corpus_returns_whole_passages(project, tmp
     assert {p.passage_ids for p in a.parents.values()} == {("p1",), ("p2",)}  # parent = passage
     assert len(a.chunks) > 2  # children = sentence windows
     out = a.answer("What does the cfg value default to?")
-    assert out.retrieved_passage_ids[0] == "p1" and out.contexts[0].text == rows[0]["text"]
+    assert out.passage_ids[0] == "p1" and out.contexts[0].text == rows[0]["text"]

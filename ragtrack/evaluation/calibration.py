@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from scipy.stats import spearmanr
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ragtrack.errors import InputError, Problem, read_jsonl
+from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.evaluation.judges import JUDGES, JudgeInput
+from ragtrack.files import read_jsonl
 
 Score = Literal[1, 2, 3, 4, 5]
 
@@ -40,6 +40,13 @@ class CalibrationCase(BaseModel):
     trap: str = "none"
     note: str = ""
 
+    @field_validator("labels")
+    @classmethod
+    def _known_judges(cls, labels: dict[str, int]) -> dict[str, int]:
+        for judge in labels:
+            JUDGES.check(judge)
+        return labels
+
     def judge_input(self) -> JudgeInput:
         return JudgeInput(self.question, self.answer, self.gt_answer, self.contexts)
 
@@ -54,8 +61,7 @@ def load_cases(path: str | Path) -> list[CalibrationCase]:
         try:
             cases.append(CalibrationCase.model_validate(row))
         except ValidationError as e:
-            for err in e.errors():
-                problems.append(Problem(str(path), err["msg"], n, ".".join(str(x) for x in err["loc"])))
+            problems += problems_from_validation(str(path), e, n, noun="field")
     if problems:
         raise InputError(problems)
     return cases
@@ -93,6 +99,8 @@ def agreement(judge: str, labels: list[int], predicted: list[int | None]) -> Agr
     ys, ps = [y for y, _ in pairs], [p for _, p in pairs]
     rho = None  # undefined when either side is constant (e.g. a judge that always says 5)
     if len(set(ys)) > 1 and len(set(ps)) > 1:
+        from scipy.stats import spearmanr  # imported here: only calibration needs scipy
+
         value = spearmanr(ys, ps).statistic
         rho = None if math.isnan(value) else float(value)
     return Agreement(judge, len(pairs), errors, exact, within, rho)
@@ -101,7 +109,7 @@ def agreement(judge: str, labels: list[int], predicted: list[int | None]) -> Agr
 def summarize(cases: list[CalibrationCase], predicted: dict[str, list[int | None]]) -> list[Agreement]:
     """Per judge, over the cases that carry a label for it (in ``cases`` order)."""
     out = []
-    for judge in JUDGES:
+    for judge in JUDGES.names():
         if judge not in predicted:
             continue
         rows = [(c.labels[judge], p) for c, p in zip(cases, predicted[judge], strict=True) if judge in c.labels]

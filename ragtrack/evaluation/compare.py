@@ -1,26 +1,37 @@
-"""Two runs' per-item records → paired differences per metric and scope, and the items that moved.
+"""Two runs side by side: comparability, paired differences per metric and scope, items that moved.
 
-Pure: records in, plain data out. Finding the runs and logging the result is
-:mod:`ragtrack.tracking.compare`'s job.
+Pure: records and run summaries in, plain data out. Finding the runs and
+logging the result is :mod:`ragtrack.tracking.compare`'s job.
+
+Two eval runs are comparable only when they scored the same golden set (same
+content digest, which covers the corpus), with the same judge (backend,
+model, prompt hash, temperature) and the same ID-mapping threshold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragtrack.evaluation.aggregate import RETRIEVAL_METRICS, item_value
-from ragtrack.evaluation.judges import JUDGES
-from ragtrack.evaluation.runner import ItemRecord
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.stats import PairedDifference, compare_paired
-from ragtrack.golden import TYPES
+from ragtrack.records import ItemRecord, RunSummary
 
-METRICS: tuple[str, ...] = (*RETRIEVAL_METRICS, *JUDGES)
+
+def comparability_problems(a: RunSummary, b: RunSummary) -> list[str]:
+    problems = []
+    if a.golden_digest != b.golden_digest:
+        problems.append(f"different golden sets (digest {a.golden_digest} vs {b.golden_digest})")
+    if a.judge_identity != b.judge_identity:
+        problems.append(f"different judges ({a.judge_identity} vs {b.judge_identity})")
+    if a.min_overlap != b.min_overlap:
+        problems.append(f"different ID-mapping thresholds ({a.min_overlap} vs {b.min_overlap})")
+    return problems
 
 
 @dataclass(frozen=True)
 class MetricRow:
     metric: str
-    scope: str  # "all" or "type_A" …
+    scope: str  # "all" or a question type
     diff: PairedDifference
     items_total: int  # items in the scope; diff.n may be fewer for a judge with errors
 
@@ -44,31 +55,36 @@ class ItemChange:
 
 
 def compare_records(
-    a: list[ItemRecord], b: list[ItemRecord], metrics: tuple[str, ...] = METRICS
+    a: list[ItemRecord], b: list[ItemRecord], metrics: tuple[str, ...] | None = None
 ) -> tuple[list[MetricRow], list[ItemChange]]:
     """Pair items by ID; for each metric and scope, the paired difference b − a.
 
     Judge metrics pair only items that both runs scored; the row says how many.
     """
+    metrics = metrics or m.comparable_metrics()
     by_id = {r.id: r for r in a}
     pairs = [(by_id[r.id], r) for r in b if r.id in by_id]
     rows: list[MetricRow] = []
-    for scope in ("all", *(f"type_{t}" for t in TYPES)):
-        scoped = [(x, y) for x, y in pairs if scope == "all" or f"type_{x.type}" == scope]
+    for scope in (m.ALL, *m.TYPES):
+        scoped = [(x, y) for x, y in pairs if scope in (m.ALL, x.type)]
         if not scoped:
             continue
         for metric in metrics:
-            values = [(item_value(x, metric), item_value(y, metric)) for x, y in scoped]
+            values = [(m.item_value(x, metric), m.item_value(y, metric)) for x, y in scoped]
             both = [(va, vb) for va, vb in values if va is not None and vb is not None]
-            if not both:
-                continue
-            diff = compare_paired([va for va, _ in both], [vb for _, vb in both])
-            rows.append(MetricRow(metric, scope, diff, len(scoped)))
+            if both:
+                diff = compare_paired([va for va, _ in both], [vb for _, vb in both])
+                rows.append(MetricRow(metric, scope, diff, len(scoped)))
     changes = [
         ItemChange(y.id, y.type, y.question, metric, va, vb)
         for x, y in pairs
         for metric in metrics
-        if (va := item_value(x, metric)) is not None and (vb := item_value(y, metric)) is not None and va != vb
+        if (va := m.item_value(x, metric)) is not None and (vb := m.item_value(y, metric)) is not None and va != vb
     ]
     changes.sort(key=lambda c: (-abs(c.delta), c.id, c.metric))
     return rows, changes
+
+
+def overall(rows: list[MetricRow]) -> dict[str, PairedDifference]:
+    """The all-items row of each metric."""
+    return {r.metric: r.diff for r in rows if r.scope == m.ALL}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragtrack.evaluation.aggregate import item_value
-from ragtrack.evaluation.runner import ItemRecord
+from ragtrack.evaluation.metrics import item_value
+from ragtrack.records import ItemRecord
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,44 @@
-"""LLM-as-a-judge: four rubric judges, each an LLM :class:`Step` returning a 1–5 verdict.
+"""LLM-as-a-judge: rubric judges, each an LLM :class:`Step` returning a 1–5 verdict.
 
 * correctness  — answer vs GT answer (the criterion every iteration is judged by);
 * groundedness — answer vs retrieved contexts only (hallucination check);
 * relevance    — answer vs question only, no contexts (isolates the variable);
 * organization — answer vs contexts (did it fuse the material or stitch excerpts).
 
-Prompts live in ``prompts/<lang>/<judge>.md`` (English and Chinese, chosen by
-the golden set's language). Replies are untrusted text: :func:`parse_verdict`
-reads what it can, the LLM client makes one repair round, and an item that
-still fails is recorded as a judge error — excluded from means, counted,
-never a crash and never NaN. Offline, each judge falls back to its heuristic.
+The judges are a registry: a judge name that is not registered is an error,
+never scored by some other judge's heuristic. Prompts live in
+``prompts/<lang>/<judge>.md`` (English and Chinese, chosen by the golden set's
+language). Replies are untrusted text: :func:`parse_verdict` reads what it
+can, the LLM client makes one repair round, and an item that still fails is
+recorded as a judge error — excluded from means, counted, never a crash and
+never NaN. Offline, each judge is its heuristic.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 from ragtrack.evaluation import heuristics
+from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import ParseError, Step
+from ragtrack.llm.client import LLM
 from ragtrack.llm.jsonparse import extract_json
-from ragtrack.pipeline.generate import format_contexts
-from ragtrack.text import chat_messages
+from ragtrack.records import JudgeRecord
+from ragtrack.registry import Registry
+from ragtrack.text import chat_messages, format_contexts
 
-JUDGES: tuple[str, ...] = ("correctness", "groundedness", "relevance", "organization")
 LANGUAGES = ("en", "zh")
 VERDICT_SCHEMA = {
     "type": "object",
     "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}, "reason": {"type": "string"}},
     "required": ["score", "reason"],
 }
+# Bump when a heuristic changes, so old and new heuristic scores are never compared.
+HEURISTIC_VERSION = "h2"
 _SCORE = re.compile(r"[\"'“]?score[\"'”]?\s*[:：]\s*[\"'“]?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _REASON = re.compile(r"[\"'“]?reason[\"'”]?\s*[:：]\s*[\"'“](.*?)(?:[\"'”]\s*[,}，｝]|$)", re.IGNORECASE | re.DOTALL)
 
@@ -42,6 +49,32 @@ class JudgeInput:
     answer: str
     gt_answer: str
     contexts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Judge:
+    """A rubric: what it reads, and its offline heuristic (integer 1–5 and a reason)."""
+
+    name: str
+    reads: str
+    heuristic: Callable[[JudgeInput], tuple[int, str]]
+
+
+JUDGES: Registry[Judge] = Registry(
+    "judge",
+    {
+        "correctness": Judge(
+            "correctness", "answer vs GT answer", lambda i: heuristics.correctness(i.answer, i.gt_answer)
+        ),
+        "groundedness": Judge(
+            "groundedness", "answer vs retrieved contexts", lambda i: heuristics.groundedness(i.answer, i.contexts)
+        ),
+        "relevance": Judge("relevance", "answer vs question", lambda i: heuristics.relevance(i.question, i.answer)),
+        "organization": Judge(
+            "organization", "answer vs contexts", lambda i: heuristics.organization(i.answer, i.contexts)
+        ),
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +127,7 @@ def parse_verdict(text: str) -> Verdict:
 
 
 def load_prompt(judge: str, language: str) -> str:
+    JUDGES.check(judge)
     return resources.files("ragtrack.evaluation").joinpath(f"prompts/{language}/{judge}.md").read_text("utf-8")
 
 
@@ -116,27 +150,21 @@ class JudgeStep(Step[JudgeInput, Verdict]):
         return parse_verdict(text)
 
     def offline(self, inp: JudgeInput) -> Verdict:
-        if self.judge == "correctness":
-            return Verdict(*heuristics.correctness(inp.answer, inp.gt_answer))
-        if self.judge == "groundedness":
-            return Verdict(*heuristics.groundedness(inp.answer, inp.contexts))
-        if self.judge == "relevance":
-            return Verdict(*heuristics.relevance(inp.question, inp.answer))
-        return Verdict(*heuristics.organization(inp.answer, inp.contexts))
+        return Verdict(*JUDGES.get(self.judge).heuristic(inp))
 
 
-def judge_steps(language: str, judges: tuple[str, ...] = JUDGES) -> dict[str, JudgeStep]:
-    """Temperature-0 judge steps for ``language`` (``en`` or ``zh``)."""
+def judge_steps(language: str, judges: tuple[str, ...] | None = None, max_tokens: int = 160) -> dict[str, JudgeStep]:
+    """Temperature-0 judge steps for ``language`` (``en`` or ``zh``); every registered judge by default."""
     return {
         j: JudgeStep(
             f"judge.{j}",
             load_prompt(j, language),
-            max_tokens=160,  # a score and a one- or two-sentence reason
+            max_tokens=max_tokens,
             temperature=0.0,
             json_schema=VERDICT_SCHEMA,
             judge=j,
         )
-        for j in judges
+        for j in (judges or JUDGES.names())
     }
 
 
@@ -149,11 +177,51 @@ def prompt_hash(steps: dict[str, JudgeStep]) -> str:
 
 
 def judge_identity(backend: str, steps: dict[str, JudgeStep]) -> str:
-    """(backend, model, prompt hash, temperature): runs judged differently are not comparable."""
+    """(backend, model, prompt hash, temperature, max tokens): runs judged differently are not comparable."""
     if backend == "offline":
         return f"heuristic@{HEURISTIC_VERSION}"
-    return f"{backend}|prompts={prompt_hash(steps)}|t=0.0"
+    max_tokens = {s.max_tokens for s in steps.values()}
+    return f"{backend}|prompts={prompt_hash(steps)}|t=0.0|max_tokens={','.join(map(str, sorted(max_tokens)))}"
 
 
-# Bump when a heuristic changes, so old and new heuristic scores are never compared.
-HEURISTIC_VERSION = "h2"
+@dataclass
+class JudgePanel:
+    """The judges of one eval: one LLM (or the heuristics), one prompt language."""
+
+    llm: LLM
+    steps: dict[str, JudgeStep]
+    language: str
+
+    @classmethod
+    def create(cls, llm: LLM, language: str, max_tokens: int = 160) -> JudgePanel:
+        return cls(llm, judge_steps(language, max_tokens=max_tokens), language)
+
+    @property
+    def identity(self) -> str:
+        return judge_identity(self.llm.identity, self.steps)
+
+    @property
+    def label(self) -> str:
+        """What the run's ``judge`` param says: ``heuristic`` or the backend identity."""
+        return "heuristic" if self.llm.is_offline else self.llm.identity
+
+    def judge(
+        self, inp: JudgeInput, only: tuple[str, ...] | None = None
+    ) -> tuple[dict[str, JudgeRecord], dict[str, Usage]]:
+        """Every judge's verdict on one answer (or only those named), and what each call cost.
+
+        Raises :class:`~ragtrack.llm.CircuitOpenError` only when the endpoint keeps failing.
+        """
+        verdicts: dict[str, JudgeRecord] = {}
+        usage: dict[str, Usage] = {}
+        for name, step in self.steps.items():
+            if only is not None and name not in only:
+                continue
+            result = self.llm.run(step, inp)
+            usage[step.name] = result.usage
+            if result.ok:
+                v = result.value
+                verdicts[name] = JudgeRecord(v.score, v.normalized, v.reason)
+            else:
+                verdicts[name] = JudgeRecord(None, None, "", error=result.error, raw=result.raw)
+        return verdicts, usage

@@ -16,51 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ragtrack.evaluation.judges import JudgeInput, JudgeStep
-from ragtrack.evaluation.retrieval_metrics import retrieval_scores
+from ragtrack.agent import Agent
+from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.scoring import score_item
 from ragtrack.golden import GoldenItem, GoldenSet
-from ragtrack.llm.client import LLM, CircuitOpenError
-from ragtrack.pipeline.agent import Agent
-
-
-@dataclass
-class JudgeRecord:
-    score: int | None
-    normalized: float | None
-    reason: str
-    error: str | None = None
-    raw: str | None = None
-
-
-@dataclass
-class ItemRecord:
-    """Everything about one golden item in one run: what was retrieved, said and scored."""
-
-    id: str
-    type: str
-    question: str
-    gt_context_ids: list[str]
-    gt_answer: str
-    answer: str
-    retrieved_unit_ids: list[str]
-    retrieved_passage_ids: list[str]
-    contexts: list[str]
-    retrieval: dict[str, float]
-    judges: dict[str, JudgeRecord]
-    queries: list[str] = field(default_factory=list)
-    outline: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    tags: list[str] = field(default_factory=list)
-    latency_s: float = 0.0
-
-    @classmethod
-    def from_json(cls, data: dict) -> ItemRecord:
-        data = dict(data)
-        data["judges"] = {k: JudgeRecord(**v) for k, v in data["judges"].items()}
-        return cls(**data)
+from ragtrack.llm.accounting import Usage
+from ragtrack.llm.client import CircuitOpenError
+from ragtrack.records import ItemRecord
 
 
 @dataclass
@@ -71,35 +36,47 @@ class EvalOutcome:
 
 
 class Checkpoint:
-    """An append-only JSONL of finished items, with a header naming the MLflow run."""
+    """An append-only JSONL of finished items, with a header naming the MLflow run.
+
+    Besides item records it keeps ``build`` rows: the usage of index-time LLM
+    work, so a resumed eval still accounts for the index it built before dying.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
 
-    def load(self) -> tuple[dict, dict[str, ItemRecord]]:
+    def load(self) -> tuple[dict, dict[str, ItemRecord], dict[str, Usage]]:
         header: dict = {}
         records: dict[str, ItemRecord] = {}
+        build: dict[str, Usage] = {}
         if not self.path.is_file():
-            return header, records
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+            return header, records, build
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line torn by a crash mid-write: that item simply runs again
             if "header" in row:
                 header = row["header"]
+            elif "build" in row:
+                for step, usage in row["build"].items():
+                    build.setdefault(step, Usage()).add(Usage.from_json(usage))
             else:
                 records[row["id"]] = ItemRecord.from_json(row)
-        return header, records
+        return header, records, build
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.is_file():
             self._append({"header": header})
 
+    def add_build(self, usage: dict[str, Usage]) -> None:
+        if usage:
+            self._append({"build": {step: u.to_json() for step, u in usage.items()}})
+
     def add(self, record: ItemRecord) -> None:
-        self._append(asdict(record))
+        self._append(record.to_json())
 
     def _append(self, row: dict) -> None:
         with self._lock, self.path.open("a", encoding="utf-8") as f:
@@ -111,56 +88,28 @@ class Checkpoint:
         self.path.unlink(missing_ok=True)
 
 
-def score_item(item: GoldenItem, agent: Agent, judge_llm: LLM, judges: dict[str, JudgeStep], k: int) -> ItemRecord:
-    """Answer one item with the agent, then compute its retrieval metrics and judge verdicts."""
+def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemRecord:
+    """Ask the agent, then score what it said (the unit of work the runner schedules)."""
     started = time.monotonic()
-    out = agent.answer(item.question)
-    retrieved = out.retrieved_passage_ids
-    inp = JudgeInput(item.question, out.answer, item.gt_answer, tuple(c.text for c in out.contexts))
-    verdicts: dict[str, JudgeRecord] = {}
-    for name, step in judges.items():
-        result = judge_llm.run(step, inp)
-        if result.ok:
-            v = result.value
-            verdicts[name] = JudgeRecord(v.score, v.normalized, v.reason)
-        else:
-            verdicts[name] = JudgeRecord(None, None, "", error=result.error, raw=result.raw)
-    return ItemRecord(
-        id=item.id,
-        type=item.type,
-        question=item.question,
-        gt_context_ids=list(item.gt_context_ids),
-        gt_answer=item.gt_answer,
-        answer=out.answer,
-        retrieved_unit_ids=out.retrieved_unit_ids,
-        retrieved_passage_ids=retrieved,
-        contexts=[c.text for c in out.contexts],
-        retrieval=retrieval_scores(retrieved, item.gt_context_ids, k),
-        judges=verdicts,
-        queries=out.queries,
-        outline=out.outline,
-        errors=out.errors,
-        tags=list(item.tags),
-        latency_s=round(time.monotonic() - started, 3),
-    )
+    output = agent.answer(item.question)
+    k = agent.top_k or len(output.contexts)
+    return score_item(item, output, panel, k, latency_s=time.monotonic() - started)
 
 
 def run_items(
     golden: GoldenSet,
     agent: Agent,
-    judge_llm: LLM,
-    judges: dict[str, JudgeStep],
+    panel: JudgePanel,
     *,
+    done: dict[str, ItemRecord] | None = None,
     checkpoint: Checkpoint | None = None,
     on_item: Callable[[ItemRecord], None] | None = None,
 ) -> EvalOutcome:
-    """Score every item not already in the checkpoint; items run in parallel when an LLM is remote."""
-    k = agent.spec.spec.retrieval.top_k
-    done: dict[str, ItemRecord] = checkpoint.load()[1] if checkpoint else {}
-    done = {i.id: done[i.id] for i in golden.items if i.id in done}
+    """Score every item not already ``done``; items run in parallel when an endpoint is involved."""
+    done = {i.id: done[i.id] for i in golden.items if done and i.id in done}
     resumed = len(done)
     todo = [i for i in golden.items if i.id not in done]
-    workers = max(agent.llm.workers, judge_llm.workers)
+    workers = max(agent.max_concurrency, panel.llm.workers)
     stopped: str | None = None
 
     def finish(record: ItemRecord) -> None:
@@ -173,7 +122,7 @@ def run_items(
     if workers == 1:
         for item in todo:
             try:
-                finish(score_item(item, agent, judge_llm, judges, k))
+                finish(answer_and_score(item, agent, panel))
             except CircuitOpenError as e:
                 stopped = str(e)
                 break
@@ -184,7 +133,7 @@ def run_items(
             while queue or pending:
                 # Keep the pool just full: submitting everything at once would make stopping slow.
                 while queue and len(pending) < workers and stopped is None:
-                    pending.add(pool.submit(score_item, queue.pop(0), agent, judge_llm, judges, k))
+                    pending.add(pool.submit(answer_and_score, queue.pop(0), agent, panel))
                 if not pending:
                     break
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -74,5 +74,5 @@ def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM
     return LLM(
         backend,
         cache_dir=(config.cache_dir / "llm") if use_cache else None,
-        prices=config.prices,
+        prices=config.price_table,
     )

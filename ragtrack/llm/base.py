@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from ragtrack.llm.accounting import Usage
+
 I = TypeVar("I")  # noqa: E741 - the step's input
 O = TypeVar("O")
 
@@ -96,13 +98,13 @@ class Step(Generic[I, O]):
 
 @dataclass(frozen=True)
 class StepResult(Generic[O]):
-    """What a step produced: a value, or an error with the raw reply kept for the record."""
+    """What a step produced: a value, or an error with the raw reply kept for the record,
+    and what producing it cost."""
 
     value: O | None
     error: str | None = None
     raw: str | None = None
-    cached: bool = False
-    truncated: bool = False
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def ok(self) -> bool:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from ragtrack.files import atomic_write_json
 from ragtrack.llm.base import ChatParams, Completion, Message
 
 
@@ -34,15 +33,9 @@ class CompletionCache:
     def get(self, key: str) -> Completion | None:
         path = self._path(key)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
+            return Completion(**json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):  # missing, or damaged by a crash or an older layout
             return None
-        return Completion(**data)
 
     def put(self, key: str, completion: Completion) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(completion), f, ensure_ascii=False)
-        os.replace(tmp, path)
+        atomic_write_json(self._path(key), asdict(completion), indent=None)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from ragtrack.llm.accounting import Accounting, Price
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.accounting import Accounting, Price, Usage
 from ragtrack.llm.base import (
     ChatBackend,
     ChatParams,
@@ -35,7 +37,7 @@ REPAIR_INSTRUCTION = (
 )
 
 
-class CircuitOpenError(RuntimeError):
+class CircuitOpenError(RagtrackError):
     """Too many consecutive failures: the endpoint is down; stop the run cleanly."""
 
 
@@ -46,6 +48,7 @@ class RetryPolicy:
     max_delay_s: float = 30.0
     # After this many steps in a row fail, stop instead of burning through the rest.
     max_consecutive_failures: int = 8
+    sleep: Callable[[float], None] = time.sleep  # injectable: tests wait on a fake clock
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         """Exponential backoff with full jitter; a server's Retry-After wins when longer."""
@@ -68,7 +71,8 @@ class LLM:
         self.backend = backend
         self.cache = CompletionCache(cache_dir) if cache_dir and backend else None
         self.retry = retry or RetryPolicy()
-        self.accounting = Accounting(prices)
+        self.price = (prices or {}).get(self.model_name, Price())
+        self.accounting = Accounting()
         self.limiter = AdaptiveLimiter(backend.max_concurrency if backend else 1, initial_concurrency)
         self._failures_in_a_row = 0
         self._lock = threading.Lock()
@@ -101,19 +105,28 @@ class LLM:
         Raises :class:`CircuitOpenError` only when the endpoint has failed many
         steps in a row, so the caller can stop and keep what it finished.
         """
+        usage = Usage()
+        try:
+            result = self._run(step, inp, usage)
+        except CircuitOpenError:
+            self.accounting.add(step.name, usage)
+            raise
+        self.accounting.add(step.name, usage)
+        return result
+
+    def _run(self, step: Step[I, O], inp: I, usage: Usage) -> StepResult[O]:
         if self.backend is None:
-            self.accounting.add(step.name, offline=1)
-            return StepResult(value=step.offline(inp))
+            usage.offline += 1
+            return StepResult(value=step.offline(inp), usage=usage)
 
         params = ChatParams(temperature=step.temperature, max_tokens=step.max_tokens, json_schema=step.json_schema)
         messages = step.messages(inp)
         try:
-            first, cached = self._complete(step.name, messages, params)
+            first = self._complete(step.name, messages, params, usage)
         except (TransientError, PermanentError) as e:
-            return self._failed(step.name, f"call failed: {e}", endpoint_down=True)
+            return self._failed(usage, f"call failed: {e}", endpoint_down=True)
         try:
-            value = step.parse(first.text)
-            return StepResult(value, raw=first.text, cached=cached, truncated=first.truncated)
+            return StepResult(step.parse(first.text), raw=first.text, usage=usage)
         except ParseError as e:
             error = str(e)
 
@@ -124,15 +137,13 @@ class LLM:
             {"role": "user", "content": REPAIR_INSTRUCTION.format(error=error)},
         ]
         try:
-            second, cached = self._complete(step.name, repair, params)
+            second = self._complete(step.name, repair, params, usage)
         except (TransientError, PermanentError) as e:
-            return self._failed(step.name, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
+            return self._failed(usage, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
         try:
-            value = step.parse(second.text)
-            return StepResult(value, raw=second.text, cached=cached, truncated=second.truncated)
+            return StepResult(step.parse(second.text), raw=second.text, usage=usage)
         except ParseError as e:
-            raw = f"{first.text}\n--- repair ---\n{second.text}"
-            return self._failed(step.name, f"parse: {e}", raw)
+            return self._failed(usage, f"parse: {e}", f"{first.text}\n--- repair ---\n{second.text}")
 
     def map(self, step: Step[I, O], inputs: list[I]) -> list[StepResult[O]]:
         """Run ``step`` over many inputs; results in input order.
@@ -145,33 +156,32 @@ class LLM:
         with ThreadPoolExecutor(max_workers=self.limiter.maximum) as pool:
             return list(pool.map(lambda inp: self.run(step, inp), inputs))
 
-    def _failed(self, step: str, error: str, raw: str | None = None, endpoint_down: bool = False) -> StepResult:
+    def _failed(self, usage: Usage, error: str, raw: str | None = None, endpoint_down: bool = False) -> StepResult:
         """Record a failed step. Only calls that failed after all retries count toward
         stopping the run; an unreadable reply is the model's problem, recorded per item."""
         error, raw = redact(error), redact(raw) if raw else raw
-        self.accounting.add(step, failed=1)
-        if not endpoint_down:
-            return StepResult(value=None, error=error, raw=raw)
-        with self._lock:
-            self._failures_in_a_row += 1
-            tripped = self._failures_in_a_row >= self.retry.max_consecutive_failures
-        if tripped:
-            raise CircuitOpenError(
-                f"{self._failures_in_a_row} LLM steps failed in a row against {self.identity}; last: {error}"
-            )
-        return StepResult(value=None, error=error, raw=raw)
+        usage.failed += 1
+        if endpoint_down:
+            with self._lock:
+                self._failures_in_a_row += 1
+                tripped = self._failures_in_a_row >= self.retry.max_consecutive_failures
+            if tripped:
+                raise CircuitOpenError(
+                    f"{self._failures_in_a_row} LLM steps failed in a row against {self.identity}; last: {error}"
+                )
+        return StepResult(value=None, error=error, raw=raw, usage=usage)
 
-    def _complete(self, step: str, messages: list[Message], params: ChatParams) -> tuple[Completion, bool]:
-        """One completion, from the cache or the backend with retries."""
+    def _complete(self, step: str, messages: list[Message], params: ChatParams, usage: Usage) -> Completion:
+        """One completion, from the cache or the backend with retries; counted in ``usage``."""
         assert self.backend is not None
         key = cache_key(self.backend.identity, messages, params)
         if self.cache and (hit := self.cache.get(key)) is not None:
-            self.accounting.add(step, cached=1)
-            return hit, True
+            usage.cached += 1
+            return hit
         last: Exception | None = None
         for attempt in range(self.retry.max_attempts):
             if attempt:
-                self.accounting.add(step, retries=1)
+                usage.retries += 1
             try:
                 with self.limiter.slot():
                     started = time.monotonic()
@@ -182,21 +192,19 @@ class LLM:
                 if e.overload:
                     self.limiter.on_overload()
                 if attempt + 1 < self.retry.max_attempts:
-                    time.sleep(self.retry.delay(attempt, e.retry_after))
+                    self.retry.sleep(self.retry.delay(attempt, e.retry_after))
                 continue
             self.limiter.on_success(latency, step)
             completion = replace(completion, text=redact(completion.text))
             with self._lock:
                 self._failures_in_a_row = 0
-            self.accounting.add(
-                step,
-                calls=1,
-                tokens_in=completion.tokens_in,
-                tokens_out=completion.tokens_out,
-                truncated=int(completion.truncated),
-                latency=latency,
-            )
+            usage.calls += 1
+            usage.tokens_in += completion.tokens_in
+            usage.tokens_out += completion.tokens_out
+            usage.truncated += int(completion.truncated)
+            usage.cost_usd += self.price.cost(completion.tokens_in, completion.tokens_out)
+            usage.latencies.append(latency)
             if self.cache:
                 self.cache.put(key, completion)
-            return completion, False
+            return completion
         raise TransientError(f"gave up after {self.retry.max_attempts} attempts: {last}")

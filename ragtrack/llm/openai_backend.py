@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragtrack.files import atomic_write_json
 from ragtrack.llm.base import ChatParams, Completion, Message, PermanentError, TransientError
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
@@ -47,10 +48,7 @@ class ResponseFormatMemory:
                 return
             self._modes[endpoint] = {"mode": mode, "confirmed": confirmed}
             if self.path:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self.path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(self._modes, indent=1), encoding="utf-8")
-                tmp.replace(self.path)
+                atomic_write_json(self.path, self._modes)
 
 
 class OpenAIBackend:

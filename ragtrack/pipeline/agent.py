@@ -1,61 +1,37 @@
-"""An agent version assembled from its spec: index once (cached), then answer questions.
+"""ragtrack's own pipeline as an agent (kind ``pipeline``): index once (cached), then answer.
 
-    question → [rewrite] → retrieve (dense | bm25 | hybrid) → [small→big parents]
-             → [rerank] → top-k contexts → [outline from topics] → answer
+    question → [rewrite] → retrieve (a retrieval mode) → [small→big parents]
+             → [rerank] → top-k contexts → generate (direct | outline) → answer
 
-Each stage is a module of its own; this one only wires them as the spec says
+Each stage is a module of its own, picked from the strategy registries of
+:mod:`ragtrack.pipeline.spec`; this module only wires them as the spec says
 and records what was actually used (models, substitutions, offline steps).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 
-from ragtrack.corpus import Corpus
-from ragtrack.llm.client import LLM
-from ragtrack.pipeline.chunking import Chunk, fixed_chunks, parent_child_chunks
+from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.accounting import Usage
+from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
 from ragtrack.pipeline.embedding import Embedder
-from ragtrack.pipeline.generate import AnswerInput, AnswerStep, OutlineInput, OutlineStep
 from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, resolve_model
-from ragtrack.pipeline.qa_pairs import QA_SCHEMA, QAPairsStep, qa_chunks
-from ragtrack.pipeline.rerank import CrossEncoderReranker, Reranker, rerank
-from ragtrack.pipeline.retrieve import Retriever
+from ragtrack.pipeline.rerank import Reranker, rerank
+from ragtrack.pipeline.retrieve import Search
 from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep
+from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MODES, VersionSpec
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
+from ragtrack.registry import load_object
 from ragtrack.spec import LoadedSpec
 from ragtrack.text import document_frequencies, keywords
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class RetrievedContext:
-    unit_id: str
-    text: str
-    score: float
-    passage_ids: tuple[str, ...]
-
-
-@dataclass
-class AgentOutput:
-    question: str
-    answer: str
-    contexts: list[RetrievedContext]
-    queries: list[str] = field(default_factory=list)
-    outline: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def retrieved_unit_ids(self) -> list[str]:
-        return [c.unit_id for c in self.contexts]
-
-    @property
-    def retrieved_passage_ids(self) -> list[str]:
-        """Canonical IDs in rank order, each at the first position it appears."""
-        return list(dict.fromkeys(pid for c in self.contexts for pid in c.passage_ids))
+INDEX_LAYOUT = "v1"  # bump when the on-disk index layout changes
 
 
 @dataclass
@@ -66,58 +42,39 @@ class IndexStats:
     key: str
 
 
-class Agent:
-    """One version of the RAG agent, ready to answer."""
+class PipelineAgent:
+    """One version of ragtrack's pipeline, ready to answer."""
 
-    def __init__(
-        self,
-        spec: LoadedSpec,
-        corpus: Corpus,
-        llm: LLM,
-        *,
-        cache_dir: Path,
-        min_overlap: float = 0.5,
-        embedder: Embedder | None = None,
-    ):
-        s = spec.spec
-        self.spec, self.corpus, self.llm, self.min_overlap = spec, corpus, llm, min_overlap
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        if spec.kind != "pipeline":
+            raise RagtrackError(f"{spec.name} is a {spec.kind} agent, not a pipeline spec")
+        s: VersionSpec = spec.spec
+        self.loaded, self.spec, self.corpus, self.min_overlap = spec, s, ctx.corpus, ctx.min_overlap
+        self.llm = ctx.make_llm(s.llm.model)
+        self.identity = AgentIdentity(spec.name, "pipeline", spec.params(), spec.hash)
+        self.max_concurrency = self.llm.workers
+        self.top_k = s.retrieval.top_k
+        # Resolve every model before any work, so a missing one fails fast.
         self.embedding_model = resolve_model(s.embedding.model, s.embedding.substitute, "embedding")
-        # Resolve the reranker before any work, so a missing model fails fast.
         self.rerank_model: ResolvedModel | None = (
             resolve_model(s.rerank.model, s.rerank.substitute, "rerank") if s.rerank.enabled else None
         )
-        self.embedder = embedder or Embedder(self.embedding_model, s.embedding.batch_size)
-        self.language = corpus.language if s.retrieval.bm25_tokenizer == "auto" else s.retrieval.bm25_tokenizer
-        df, n_docs = document_frequencies(p.text for p in corpus.passages.values())
-        self._df, self._n_docs = df, n_docs
+        self.embedder = ctx.embedder or Embedder(self.embedding_model, s.embedding.batch_size)
+        self.language = ctx.corpus.language if s.retrieval.bm25_tokenizer == "auto" else s.retrieval.bm25_tokenizer
+        self._df, self._n_docs = document_frequencies(p.text for p in ctx.corpus.passages.values())
+        self.mode = RETRIEVAL_MODES.get(s.retrieval.mode)
+        self.setup = Setup()
 
-        self.answer_step = AnswerStep(
-            "answer",
-            spec.prompts["answer"],
-            max_tokens=s.llm.max_tokens,
-            temperature=s.llm.temperature,
-            embedder=self.embedder,
-            max_sentences=s.generation.max_sentences,
-        )
-        self.outline_step = (
-            OutlineStep(
-                "outline",
-                spec.prompts["outline"],
-                max_tokens=200,
-                temperature=s.llm.temperature,
-                embedder=self.embedder,
-            )
-            if s.generation.strategy == "outline"
-            else None
-        )
-        self.chunks, self.parents, self.index_stats, self.dense = self._load_or_build_index(cache_dir)
-        self.bm25 = BM25Index(list(self.chunks.values()), self.language) if s.retrieval.mode != "dense" else None
-        self.retriever = Retriever(s.retrieval.mode, self.dense, self.bm25, s.retrieval.rrf_k)
+        units, self.index_stats, self.dense = self._load_or_build_index(ctx)
+        self.chunks = {c.id: c for c in units.chunks}
+        self.parents = units.parents
+        self.bm25 = BM25Index(units.chunks, self.language) if self.mode.needs_bm25 else None
+        self.search: Search = self.mode(self.dense, self.bm25, s.retrieval.rrf_k)
         self.rewrite_step = (
             RewriteStep(
                 "rewrite",
-                spec.prompts["rewrite"],
-                max_tokens=200,
+                spec.files["rewrite"],
+                max_tokens=s.llm.max_tokens.rewrite,
                 temperature=s.llm.temperature,
                 json_schema=REWRITE_SCHEMA,
                 n=s.retrieval.multi_query,
@@ -126,107 +83,95 @@ class Agent:
             if s.retrieval.multi_query
             else None
         )
-        self.reranker = self._make_reranker()
+        self.reranker: Reranker | None = (
+            RERANKERS.get(s.rerank.kind)(self.rerank_model)
+            if self.rerank_model is not None and self.rerank_model.used != "none"
+            else None
+        )
+        self.generator = GENERATORS.get(s.generation.strategy)(self.llm, s, spec.files.__getitem__, self.embedder)
 
     # ---------------------------------------------------------------- indexing
     def _index_key(self) -> str:
-        s = self.spec.spec
+        s = self.spec
         llm_steps = {}
         if s.chunking.strategy == "qa_pairs":
-            llm_steps["qa_pairs"] = self.spec.prompt_hash("qa_pairs")
+            llm_steps["qa_pairs"] = self.loaded.file_hash("qa_pairs")
         if s.topics.enabled:
-            llm_steps["topics"] = (self.spec.prompt_hash("topics"), s.topics.max_topics)
+            llm_steps["topics"] = (self.loaded.file_hash("topics"), s.topics.max_topics)
         return cache_key(
             self.corpus.digest,
             s.chunking.model_dump(),
             self.embedding_model.used,
             self.min_overlap,
             (self.llm.identity, llm_steps) if llm_steps else None,
-            "v1",  # bump when the on-disk layout changes
+            INDEX_LAYOUT,
         )
 
-    def _load_or_build_index(self, cache_dir: Path):
+    def _load_or_build_index(self, ctx: AgentContext) -> tuple[Units, IndexStats, DenseIndex | None]:
         key = self._index_key()
-        folder = cache_dir / "index" / key
-        need_dense = self.spec.spec.retrieval.mode != "bm25"
-        cached = load_index(folder, self.embedder, need_dense)
+        folder = ctx.cache_dir / "index" / key
+        cached = load_index(folder, self.embedder, self.mode.needs_dense)
         if cached is not None:
-            chunks, parents, dense = cached
-            return chunks, parents, IndexStats(len(chunks), len(parents), True, key), dense
+            units, dense = cached
+            self.setup = Setup("index from cache", from_cache=True)
+            return units, IndexStats(len(units.chunks), len(units.parents), True, key), dense
 
-        chunks, parents, complete = self._build_units()
-        dense = DenseIndex.build(list(chunks.values()), self.embedder) if need_dense else None
-        if complete:
-            save_index(folder, chunks, parents, dense)
+        units = self._build_units()
+        dense = DenseIndex.build(units.chunks, self.embedder) if self.mode.needs_dense else None
+        # This LLM has done nothing but the build so far: its whole accounting is index-time work.
+        self.setup = Setup("index built", usage=self.llm.accounting.usage())
+        if sum(u.failed for u in self.setup.usage.values()) == 0:
+            save_index(folder, units, dense)
         else:
             log.warning("some index-time LLM steps failed; the index is not cached (the LLM cache keeps the rest)")
-        return chunks, parents, IndexStats(len(chunks), len(parents), False, key), dense
+        return units, IndexStats(len(units.chunks), len(units.parents), False, key), dense
 
-    def _build_units(self) -> tuple[dict[str, Chunk], dict[str, Chunk], bool]:
-        s = self.spec.spec
-        c = s.chunking
-        failures_before = self.llm.accounting.summary(self.llm.model_name).get("total", {}).get("failed", 0)
-        parents: dict[str, Chunk] = {}
-        if c.strategy == "fixed":
-            chunks = fixed_chunks(self.corpus, c.chunk_size, c.chunk_overlap, self.min_overlap)
-        elif c.strategy == "qa_pairs":
-            step = QAPairsStep(
-                "qa_pairs",
-                self.spec.prompts["qa_pairs"],
-                max_tokens=s.llm.max_tokens,
-                temperature=s.llm.temperature,
-                json_schema=QA_SCHEMA,
-                pairs_per_section=c.pairs_per_section,
-            )
-            chunks = qa_chunks(self.corpus, self.llm, step)
-        else:
-            chunks, parents = parent_child_chunks(
-                self.corpus, c.parent_level, c.child_max_chars, c.child_overlap, self.min_overlap
-            )
+    def _build_units(self) -> Units:
+        s = self.spec
+        ctx = UnitContext(self.corpus, self.min_overlap, self.llm, s.llm, self.loaded.files.__getitem__)
+        units: Units = load_object(CHUNKING.get(s.chunking.strategy).implementation)(ctx, s.chunking)
         if s.topics.enabled:
             step = TopicsStep(
                 "topics",
-                self.spec.prompts["topics"],
-                max_tokens=120,
+                self.loaded.files["topics"],
+                max_tokens=s.llm.max_tokens.topics,
                 temperature=s.llm.temperature,
                 json_schema=TOPICS_SCHEMA,
                 max_topics=s.topics.max_topics,
                 document_frequency=self._df,
                 n_docs=self._n_docs,
             )
-            targets = parents or {ch.id: ch for ch in chunks}
+            targets = units.parents or {c.id: c for c in units.chunks}
             results = self.llm.map(step, list(targets.values()))
             for unit, result in zip(list(targets.values()), results, strict=True):
                 targets[unit.id] = Chunk(
                     **{**asdict(unit), "metadata": {**unit.metadata, "topics": list(result.value or ())}}
                 )
-            if not parents:
-                chunks = list(targets.values())
-        failures = self.llm.accounting.summary(self.llm.model_name).get("total", {}).get("failed", 0)
-        return {ch.id: ch for ch in chunks}, parents, failures == failures_before
+            if not units.parents:
+                units.chunks = list(targets.values())
+        return units
 
     # ---------------------------------------------------------------- querying
     def _prf_words(self, question: str) -> list[str]:
-        """Pseudo-relevance feedback: distinctive words of the top-3 BM25 hits."""
+        """Pseudo-relevance feedback: distinctive words of the top BM25 hits."""
         if self.bm25 is None:
             return []
-        top = [self.chunks[cid].text for cid, _ in self.bm25.search(question, 3)]
-        return keywords(" ".join(top), 5, self._df, self._n_docs)
-
-    def _make_reranker(self) -> Reranker | None:
-        m = self.rerank_model
-        return CrossEncoderReranker(m) if m is not None and m.used != "none" else None
+        r = self.spec.retrieval
+        top = [self.chunks[cid].text for cid, _ in self.bm25.search(question, r.prf_docs)]
+        return keywords(" ".join(top), r.prf_terms, self._df, self._n_docs)
 
     def _context_unit(self, chunk_id: str) -> Chunk:
         chunk = self.chunks[chunk_id]
         return self.parents[chunk.parent_id] if chunk.parent_id else chunk
 
     def answer(self, question: str) -> AgentOutput:
-        s = self.spec.spec
+        r = self.spec.retrieval
         errors: list[str] = []
+        usage: dict[str, Usage] = {}
         queries = [question]
         if self.rewrite_step is not None:
             rewritten = self.llm.run(self.rewrite_step, question)
+            usage[self.rewrite_step.name] = rewritten.usage
             if rewritten.ok:
                 queries += [q for q in rewritten.value if q != question]
             else:
@@ -235,40 +180,30 @@ class Agent:
         if self.reranker is not None:
             # Wide first stage over index units, rerank the units themselves (small texts fit the
             # cross-encoder's window), then return their context units in reranked order.
-            candidates = self.retriever.search_many(queries, s.retrieval.first_stage_k)
+            candidates = self.search.search_many(queries, r.first_stage_k)
             texts = [(cid, self.chunks[cid].text) for cid, _ in candidates]
             ranked_units = rerank(self.reranker, question, texts, len(texts))
         else:
             # Children are small: fetch more of them so enough distinct parents remain.
-            fetch = s.retrieval.first_stage_k or (s.retrieval.top_k * 4 if self.parents else s.retrieval.top_k)
-            ranked_units = self.retriever.search_many(queries, fetch)
+            fetch = r.first_stage_k or (r.top_k * r.child_fetch_factor if self.parents else r.top_k)
+            ranked_units = self.search.search_many(queries, fetch)
         best: dict[str, float] = {}
         for chunk_id, score in ranked_units:
             best.setdefault(self._context_unit(chunk_id).id, score)
-        contexts = [
-            RetrievedContext(uid, self._unit(uid).text, score, self._unit(uid).passage_ids)
-            for uid, score in list(best.items())[: s.retrieval.top_k]
-        ]
+        units = [self._unit(uid) for uid in list(best)[: r.top_k]]
 
-        outline: tuple[str, ...] = ()
-        if self.outline_step is not None:
-            topics = tuple(tuple(self._unit(c.unit_id).metadata.get("topics", ())) for c in contexts)
-            result = self.llm.run(self.outline_step, OutlineInput(question, topics))
-            if result.ok:
-                outline = result.value
-            else:
-                errors.append(f"outline: {result.error}")
-
-        result = self.llm.run(self.answer_step, AnswerInput(question, tuple(c.text for c in contexts), outline))
-        if not result.ok:
-            errors.append(f"answer: {result.error}")
+        generation = self.generator.generate(question, units)
+        usage.update(generation.usage)
         return AgentOutput(
-            question=question,
-            answer=result.value or "",
-            contexts=contexts,
+            answer=generation.answer,
+            contexts=[
+                RetrievedContext(u.id, u.text, u.passage_ids, best[u.id], "span" if u.spans else "source")
+                for u in units
+            ],
             queries=queries,
-            outline=list(outline),
-            errors=errors,
+            outline=list(generation.outline),
+            errors=errors + generation.errors,
+            usage=usage,
         )
 
     def _unit(self, unit_id: str) -> Chunk:
@@ -276,19 +211,23 @@ class Agent:
 
     # ---------------------------------------------------------------- reporting
     @property
+    def peak_in_flight(self) -> int:
+        return self.llm.limiter.peak_in_flight
+
+    @property
     def substituted(self) -> bool:
         return self.embedding_model.substituted or bool(self.rerank_model and self.rerank_model.substituted)
 
     def describe(self) -> dict[str, str]:
         """What actually runs, beyond the spec: models used, offline steps, index size."""
-        s = self.spec.spec
+        s = self.spec
         offline = self.llm.is_offline
         out = {
             "llm": self.llm.identity,
             "generator": "extractive (offline, no LLM)" if offline else f"llm:{self.llm.identity}",
             "embedding_model_requested": self.embedding_model.requested,
             "embedding_model": self.embedding_model.used,
-            "bm25_tokenizer": self.language if s.retrieval.mode != "dense" else "n/a",
+            "bm25_tokenizer": self.language if self.mode.needs_bm25 else "n/a",
             "index_chunks": str(self.index_stats.chunks),
             "index_parents": str(self.index_stats.parents),
             "index_key": self.index_stats.key,

@@ -8,11 +8,17 @@ windows and v3's parent sections be scored against the same golden IDs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from ragtrack.corpus import Corpus, Passage
+
+if TYPE_CHECKING:
+    from ragtrack.llm.client import LLM
+    from ragtrack.pipeline.spec import FixedChunking, LLMSpec, ParentChildChunking
 
 # Prefer paragraph, line and sentence boundaries (English and Chinese) before words.
 SEPARATORS = ["\n\n", "\n", "。", "！", "？", ". ", "! ", "? ", "；", "; ", "，", ", ", " ", ""]
@@ -29,6 +35,26 @@ class Chunk:
     spans: tuple[tuple[int, int], ...] = ()
     parent_id: str | None = None
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class UnitContext:
+    """What a chunking strategy may use: the corpus, the mapping threshold, and for LLM-made
+    units (Q&A pairs) the version's LLM, its settings and its prompt files."""
+
+    corpus: Corpus
+    min_overlap: float
+    llm: LLM
+    llm_spec: LLMSpec
+    prompt: Callable[[str], str]  # step name → prompt text
+
+
+@dataclass
+class Units:
+    """What a version indexes (chunks) and, for small-to-big versions, what it returns (parents)."""
+
+    chunks: list[Chunk]
+    parents: dict[str, Chunk] = field(default_factory=dict)
 
 
 def _splitter(size: int, overlap: int) -> RecursiveCharacterTextSplitter:
@@ -66,6 +92,10 @@ def fixed_chunks(corpus: Corpus, size: int, overlap: int, min_overlap: float) ->
                 )
             )
     return chunks
+
+
+def fixed_units(ctx: UnitContext, params: FixedChunking) -> Units:
+    return Units(fixed_chunks(ctx.corpus, params.chunk_size, params.chunk_overlap, ctx.min_overlap))
 
 
 def parent_groups(passages: tuple[Passage, ...], parent_level: int) -> list[list[Passage]]:
@@ -126,3 +156,10 @@ def parent_child_chunks(
                     )
                     n += 1
     return children, parents
+
+
+def parent_child_units(ctx: UnitContext, params: ParentChildChunking) -> Units:
+    children, parents = parent_child_chunks(
+        ctx.corpus, params.parent_level, params.child_max_chars, params.child_overlap, ctx.min_overlap
+    )
+    return Units(children, parents)

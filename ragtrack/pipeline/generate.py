@@ -9,13 +9,21 @@ and its quality moves only with retrieval. Runs record which one was used.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.pipeline.embedding import Embedder
-from ragtrack.text import chat_messages, split_sentences
+
+if TYPE_CHECKING:
+    from ragtrack.llm.client import LLM
+    from ragtrack.pipeline.chunking import Chunk
+    from ragtrack.pipeline.spec import VersionSpec
+from ragtrack.text import chat_messages, format_contexts, split_sentences
 
 
 @dataclass(frozen=True)
@@ -23,10 +31,6 @@ class AnswerInput:
     question: str
     contexts: tuple[str, ...]
     outline: tuple[str, ...] = ()
-
-
-def format_contexts(contexts: tuple[str, ...]) -> str:
-    return "\n\n".join(f"[{n}] {c.strip()}" for n, c in enumerate(contexts, start=1)) or "(no context)"
 
 
 def closest_sentences(
@@ -121,3 +125,62 @@ class OutlineStep(Step[OutlineInput, tuple[str, ...]]):
         scores = self.embedder.encode(topics) @ q
         order = np.argsort(-scores, kind="stable")[: self.max_points]
         return tuple(topics[i] for i in order)
+
+
+@dataclass
+class Generation:
+    answer: str
+    outline: tuple[str, ...] = ()
+    errors: list[str] = field(default_factory=list)
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+
+class DirectGenerator:
+    """Contexts + question → answer, in one step."""
+
+    def __init__(self, llm: LLM, spec: VersionSpec, prompt: Callable[[str], str], embedder: Embedder):
+        self.llm = llm
+        self.answer_step = AnswerStep(
+            "answer",
+            prompt("answer"),
+            max_tokens=spec.llm.max_tokens.answer,
+            temperature=spec.llm.temperature,
+            embedder=embedder,
+            max_sentences=spec.generation.max_sentences,
+        )
+
+    def generate(self, question: str, contexts: list[Chunk]) -> Generation:
+        return self._answer(question, contexts, Generation(""))
+
+    def _answer(self, question: str, contexts: list[Chunk], out: Generation) -> Generation:
+        result = self.llm.run(self.answer_step, AnswerInput(question, tuple(c.text for c in contexts), out.outline))
+        out.usage[self.answer_step.name] = result.usage
+        if not result.ok:
+            out.errors.append(f"answer: {result.error}")
+        out.answer = result.value or ""
+        return out
+
+
+class OutlineGenerator(DirectGenerator):
+    """v4: an outline drafted from the retrieved units' topics first, then an answer that follows it."""
+
+    def __init__(self, llm: LLM, spec: VersionSpec, prompt: Callable[[str], str], embedder: Embedder):
+        super().__init__(llm, spec, prompt, embedder)
+        self.outline_step = OutlineStep(
+            "outline",
+            prompt("outline"),
+            max_tokens=spec.llm.max_tokens.outline,
+            temperature=spec.llm.temperature,
+            embedder=embedder,
+        )
+
+    def generate(self, question: str, contexts: list[Chunk]) -> Generation:
+        out = Generation("")
+        topics = tuple(tuple(c.metadata.get("topics", ())) for c in contexts)
+        result = self.llm.run(self.outline_step, OutlineInput(question, topics))
+        out.usage[self.outline_step.name] = result.usage
+        if result.ok:
+            out.outline = result.value
+        else:
+            out.errors.append(f"outline: {result.error}")
+        return self._answer(question, contexts, out)

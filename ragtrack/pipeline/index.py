@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,7 +22,8 @@ from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document as LCDocument
 from rank_bm25 import BM25Okapi
 
-from ragtrack.pipeline.chunking import Chunk
+from ragtrack.files import atomic_folder
+from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
 from ragtrack.text import zh_words
 
@@ -77,32 +76,26 @@ class DenseIndex:
         return [(doc.id, float(score)) for doc, score in hits]
 
 
-def save_index(folder: Path, chunks: dict[str, Chunk], parents: dict[str, Chunk], dense: DenseIndex | None) -> None:
+def save_index(folder: Path, units: Units, dense: DenseIndex | None) -> None:
     """Write atomically (temp folder, then rename): a half-written entry would poison later runs."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-    payload = {"chunks": [asdict(c) for c in chunks.values()], "parents": [asdict(c) for c in parents.values()]}
-    (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
-    if dense is not None:
-        faiss.write_index(dense.store.index, str(tmp / "dense.faiss"))
-    if folder.exists():
-        shutil.rmtree(folder)
-    tmp.rename(folder)
+    with atomic_folder(folder) as tmp:
+        payload = {"chunks": [asdict(c) for c in units.chunks], "parents": [asdict(c) for c in units.parents.values()]}
+        (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+        if dense is not None:
+            faiss.write_index(dense.store.index, str(tmp / "dense.faiss"))
 
 
-def load_index(
-    folder: Path, embedder: Embedder, need_dense: bool
-) -> tuple[dict[str, Chunk], dict[str, Chunk], DenseIndex | None] | None:
+def load_index(folder: Path, embedder: Embedder, need_dense: bool) -> tuple[Units, DenseIndex | None] | None:
     """The cached units (and dense index when needed), or None on a miss or a damaged entry."""
     try:
         data = json.loads((folder / "units.json").read_text(encoding="utf-8"))
         index = faiss.read_index(str(folder / "dense.faiss")) if need_dense else None
-    except (FileNotFoundError, json.JSONDecodeError, RuntimeError):
+        chunks = [chunk_from_json(r) for r in data["chunks"]]
+        parents = {r["id"]: chunk_from_json(r) for r in data["parents"]}
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
-    chunks = {r["id"]: chunk_from_json(r) for r in data["chunks"]}
-    parents = {r["id"]: chunk_from_json(r) for r in data["parents"]}
-    dense = DenseIndex(list(chunks.values()), embedder, index) if index is not None else None
-    return chunks, parents, dense
+    dense = DenseIndex(chunks, embedder, index) if index is not None else None
+    return Units(chunks, parents), dense
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")

@@ -8,12 +8,15 @@ the passage it came from as provenance, so it is scored on canonical IDs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ragtrack.corpus import Corpus, Passage
+from ragtrack.corpus import Passage
 from ragtrack.llm.base import ParseError, Step
-from ragtrack.llm.client import LLM
 from ragtrack.llm.jsonparse import extract_json
-from ragtrack.pipeline.chunking import Chunk
+from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
+
+if TYPE_CHECKING:
+    from ragtrack.pipeline.spec import QAPairsChunking
 from ragtrack.text import chat_messages, split_sentences
 
 QA_SCHEMA = {
@@ -73,11 +76,19 @@ class QAPairsStep(Step[Passage, tuple[tuple[str, str], ...]]):
         return tuple(pairs)
 
 
-def qa_chunks(corpus: Corpus, llm: LLM, step: QAPairsStep) -> list[Chunk]:
+def qa_units(ctx: UnitContext, params: QAPairsChunking) -> Units:
     """One chunk per generated pair; a section whose step failed contributes none (counted by the LLM)."""
+    step = QAPairsStep(
+        "qa_pairs",
+        ctx.prompt("qa_pairs"),
+        max_tokens=ctx.llm_spec.max_tokens.qa_pairs,
+        temperature=ctx.llm_spec.temperature,
+        json_schema=QA_SCHEMA,
+        pairs_per_section=params.pairs_per_section,
+    )
     chunks = []
-    passages = list(corpus.passages.values())
-    for passage, result in zip(passages, llm.map(step, passages), strict=True):
+    passages = list(ctx.corpus.passages.values())
+    for passage, result in zip(passages, ctx.llm.map(step, passages), strict=True):
         for n, (question, answer) in enumerate(result.value or ()):
             chunks.append(
                 Chunk(
@@ -88,4 +99,4 @@ def qa_chunks(corpus: Corpus, llm: LLM, step: QAPairsStep) -> list[Chunk]:
                     metadata={"question": question},
                 )
             )
-    return chunks
+    return Units(chunks)

@@ -1,7 +1,8 @@
 """The pyfunc behind every logged agent version (MLflow "models from code": no pickling).
 
 ``mlflow.pyfunc.load_model("models:/rag-agent@champion").predict(["How do I …?"])``
-builds the agent from the logged spec on first use and answers with it.
+builds the agent from the logged spec on first use — a ragtrack pipeline, or
+the client of an external app — and answers with it.
 """
 
 from __future__ import annotations
@@ -10,32 +11,29 @@ from pathlib import Path
 
 import mlflow
 
-from ragtrack.spec import LoadedSpec
-
 
 class RagAgentModel(mlflow.pyfunc.PythonModel):
     """pyfunc wrapper: builds the agent from the logged spec on first use.
 
-    ``model_config`` may set ``corpus`` (path) and ``cache_dir``; the LLM is the
-    spec's (``offline`` unless the version was logged with another).
+    ``model_config`` may set ``corpus`` (path; contexts are mapped to its
+    passages) and ``root`` (the project, for its ``ragtrack.toml``).
     """
 
     def load_context(self, context) -> None:
-        self._spec = LoadedSpec.model_validate_json(Path(context.artifacts["spec"]).read_text("utf-8"))
+        from ragtrack.spec import LoadedSpec
+
+        self._spec = LoadedSpec.from_json(Path(context.artifacts["spec"]).read_text("utf-8"))
         self._config = dict(context.model_config or {})
         self._agent = None
 
     def _build(self):
+        from ragtrack.agent import AgentContext, build_agent
         from ragtrack.config import load_config
         from ragtrack.corpus import load_corpus
-        from ragtrack.llm import make_llm
-        from ragtrack.pipeline.agent import Agent
 
         config = load_config(self._config.get("root", "."))
         corpus = load_corpus(self._config.get("corpus") or config.path(config.project.corpus))
-        llm = make_llm(self._spec.spec.llm.model, config)
-        cache = Path(self._config.get("cache_dir") or config.cache_dir)
-        return Agent(self._spec, corpus, llm, cache_dir=cache)
+        return build_agent(self._spec, AgentContext(corpus, config, config.eval.min_overlap))
 
     def predict(self, context, model_input: list[str], params=None):
         """One ``{"answer", "retrieved_ids", "contexts"}`` per question.
@@ -45,14 +43,13 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
         """
         if self._agent is None:
             self._agent = self._build()
-        questions = [str(q) for q in model_input]
         outputs = []
-        for q in questions:
-            out = self._agent.answer(q)
+        for question in (str(q) for q in model_input):
+            out = self._agent.answer(question)
             outputs.append(
                 {
                     "answer": out.answer,
-                    "retrieved_ids": out.retrieved_passage_ids,
+                    "retrieved_ids": out.passage_ids,
                     "contexts": [c.text for c in out.contexts],
                 }
             )

@@ -1,109 +1,19 @@
-"""Finding comparable eval runs in MLflow, and logging a comparison run.
-
-Two eval runs are comparable only when they scored the same golden set (same
-content digest, which covers the corpus), with the same judge (backend, model,
-prompt hash, temperature) and the same ID-mapping threshold. Runs whose
-models were substituted (a model the spec names was not available) are
-flagged: they measured something other than the version as specified.
-"""
+"""Logging a comparison of two eval runs: the table, the items that moved, a per-type plot."""
 
 from __future__ import annotations
 
-import json
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow
-
-from ragtrack.errors import RagtrackError
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow
-from ragtrack.evaluation.runner import ItemRecord
-from ragtrack.tracking import runs
-from ragtrack.tracking.store import Store
-
-
-@dataclass(frozen=True)
-class EvalRun:
-    run_id: str
-    version: str
-    golden_digest: str
-    judge_identity: str
-    min_overlap: str
-    substituted: bool
-    model_version: str
-    metrics: dict[str, float]
-    started: int
-
-    @classmethod
-    def from_mlflow(cls, run) -> EvalRun:
-        tags, params = run.data.tags, run.data.params
-        return cls(
-            run_id=run.info.run_id,
-            version=tags.get("ragtrack.version", "?"),
-            golden_digest=tags.get("ragtrack.golden_digest", ""),
-            judge_identity=tags.get("ragtrack.judge_identity", ""),
-            min_overlap=params.get("mapping_min_overlap", ""),
-            substituted=tags.get("ragtrack.substituted") == "true",
-            model_version=tags.get("ragtrack.model_version", ""),
-            metrics=dict(run.data.metrics),
-            started=run.info.start_time,
-        )
-
-
-def find_eval_runs(
-    store: Store, version: str | None = None, golden_digest: str | None = None, judge_identity: str | None = None
-) -> list[EvalRun]:
-    """Complete eval runs, newest first, optionally filtered."""
-    clauses = [f"tags.`{runs.KIND_TAG}` = 'eval'", "tags.`ragtrack.complete` = 'true'"]
-    if version:
-        clauses.append(f"tags.`ragtrack.version` = '{version}'")
-    if golden_digest:
-        clauses.append(f"tags.`ragtrack.golden_digest` = '{golden_digest}'")
-    if judge_identity:
-        clauses.append(f"tags.`ragtrack.judge_identity` = '{judge_identity}'")
-    found = store.client.search_runs(
-        [store.experiment_id], " and ".join(clauses), order_by=["attributes.start_time DESC"], max_results=500
-    )
-    return [EvalRun.from_mlflow(r) for r in found]
-
-
-def latest_eval_run(
-    store: Store, version: str, golden_digest: str | None = None, judge_identity: str | None = None
-) -> EvalRun:
-    found = find_eval_runs(store, version, golden_digest, judge_identity)
-    if not found:
-        detail = "".join(
-            [
-                f" on golden digest {golden_digest}" if golden_digest else "",
-                f" with judge {judge_identity}" if judge_identity else "",
-            ]
-        )
-        raise RagtrackError(f"no complete eval run of {version}{detail}; run: ragtrack eval --version {version}")
-    return found[0]
-
-
-def comparability_problems(a: EvalRun, b: EvalRun) -> list[str]:
-    problems = []
-    if a.golden_digest != b.golden_digest:
-        problems.append(f"different golden sets (digest {a.golden_digest} vs {b.golden_digest})")
-    if a.judge_identity != b.judge_identity:
-        problems.append(f"different judges ({a.judge_identity} vs {b.judge_identity})")
-    if a.min_overlap != b.min_overlap:
-        problems.append(f"different ID-mapping thresholds ({a.min_overlap} vs {b.min_overlap})")
-    return problems
-
-
-def load_records(store: Store, run_id: str) -> list[ItemRecord]:
-    path = mlflow.artifacts.download_artifacts(
-        run_id=run_id, artifact_path="items.jsonl", tracking_uri=store.tracking_uri
-    )
-    return [ItemRecord.from_json(json.loads(line)) for line in Path(path).read_text("utf-8").splitlines() if line]
+from ragtrack.records import RunSummary
+from ragtrack.tracking.store import Store, Tag
 
 
 def per_type_plot(
-    a: EvalRun,
-    b: EvalRun,
+    a: RunSummary,
+    b: RunSummary,
     path: Path,
     metrics: tuple[str, ...] = ("context_recall", "mrr", "correctness_norm", "groundedness_norm"),
 ) -> None:
@@ -113,12 +23,12 @@ def per_type_plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    types = [t for t in "ABCD" if f"items/type_{t}" in b.metrics]
+    types = [t for t in m.TYPES if m.key("items", t) in b.metrics]
     fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.4), sharey=True)
     for ax, metric in zip(axes, metrics, strict=True):
         xs = range(len(types))
-        va = [a.metrics.get(f"{metric}/type_{t}", 0.0) for t in types]
-        vb = [b.metrics.get(f"{metric}/type_{t}", 0.0) for t in types]
+        va = [a.metrics.get(m.key(metric, t), 0.0) for t in types]
+        vb = [b.metrics.get(m.key(metric, t), 0.0) for t in types]
         ax.bar([x - 0.2 for x in xs], va, width=0.4, label=a.version)
         ax.bar([x + 0.2 for x in xs], vb, width=0.4, label=b.version)
         ax.set_xticks(list(xs), [f"type {t}" for t in types])
@@ -131,11 +41,10 @@ def per_type_plot(
 
 
 def log_comparison(
-    store: Store, a: EvalRun, b: EvalRun, rows: list[MetricRow], changes: list[ItemChange], text: str
+    store: Store, a: RunSummary, b: RunSummary, rows: list[MetricRow], changes: list[ItemChange], text: str
 ) -> str:
     """A ``compare`` run holding the table, the item changes and the per-type plot."""
-    run_id = runs.start_run(
-        store,
+    run_id = store.start_run(
         f"compare {a.version} vs {b.version}",
         {
             "a_version": a.version,
@@ -145,18 +54,17 @@ def log_comparison(
             "golden_digest": b.golden_digest,
             "judge_identity": b.judge_identity,
         },
-        {runs.KIND_TAG: "compare", "ragtrack.versions": f"{a.version},{b.version}"},
+        {Tag.KIND: "compare", Tag.VERSIONS: f"{a.version},{b.version}"},
         experiment_id=store.decisions_experiment_id,
     )
     metrics = {}
     for r in rows:
-        key = f"{r.metric}/{r.scope}"
-        metrics[f"delta/{key}"] = r.diff.delta
-        metrics[f"ci_low/{key}"] = r.diff.ci_low
-        metrics[f"ci_high/{key}"] = r.diff.ci_high
-    runs.log_metrics(store, run_id, metrics)
-    runs.log_json(
-        store,
+        name = m.key(r.metric, r.scope)
+        metrics[f"delta/{name}"] = r.diff.delta
+        metrics[f"ci_low/{name}"] = r.diff.ci_low
+        metrics[f"ci_high/{name}"] = r.diff.ci_high
+    store.log_metrics(run_id, metrics)
+    store.log_json(
         run_id,
         "comparison.json",
         {
@@ -166,10 +74,10 @@ def log_comparison(
             "changed_items": [{**vars(c), "delta": c.delta} for c in changes],
         },
     )
-    runs.log_text(store, run_id, "comparison.md", text)
+    store.log_text(run_id, "comparison.md", text)
     with tempfile.TemporaryDirectory() as tmp:
         png = Path(tmp) / "per_type.png"
         per_type_plot(a, b, png)
-        store.client.log_artifact(run_id, str(png))
-    runs.finish_run(store, run_id, complete=True)
+        store.log_file(run_id, png)
+    store.finish_run(run_id, complete=True)
     return run_id

@@ -9,10 +9,13 @@ Registered under the ``mlflow.model_evaluator`` entry point group, so
     )
 
 scores a retrieval-augmented model with ragtrack's ID-based retrieval metrics
-and judges. ``data`` has a question column and, per row, the GT context IDs
-and GT answer (column names configurable; ``type`` is optional). The model
-must return, per question, a dict with ``answer`` and ``retrieved_ids`` (as
-ragtrack's own logged versions do) — or pass precomputed ``predictions``.
+and judges, through the same scoring function as ``ragtrack eval``. ``data``
+has a question column and, per row, the GT context IDs and GT answer (column
+names configurable; ``type`` is optional). The model must return, per
+question, a dict with ``answer`` and ``retrieved_ids`` (as ragtrack's own
+logged versions do) — or pass precomputed ``predictions``.
+
+Importing this module loads neither FAISS, langchain nor torch.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import json
 from typing import Any
 
 from mlflow.models.evaluation import EvaluationResult, ModelEvaluator
+from pydantic import ValidationError
 
+from ragtrack.agent import AgentOutput, RetrievedContext
+from ragtrack.errors import InputError, problems_from_validation
 from ragtrack.evaluation.aggregate import aggregate
-from ragtrack.evaluation.judges import JUDGES, JudgeInput, judge_steps
-from ragtrack.evaluation.retrieval_metrics import retrieval_scores
-from ragtrack.evaluation.runner import ItemRecord, JudgeRecord
+from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.scoring import score_item
+from ragtrack.golden import GoldenItem
 
 DEFAULTS = {
     "question_col": "question",
@@ -47,6 +53,20 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def _output(out: Any) -> AgentOutput:
+    """A model's prediction as an agent output: each retrieved ID is a context of its own."""
+    if not isinstance(out, dict):
+        return AgentOutput(answer=str(out), contexts=[])
+    texts = list(out.get("contexts", ()))
+    ids = _as_list(out.get("retrieved_ids", []))
+    contexts = [
+        RetrievedContext(pid, texts[n] if n < len(texts) else "", (pid,), None, "id") for n, pid in enumerate(ids)
+    ]
+    # Contexts beyond the IDs still reach the judges (groundedness reads them).
+    contexts += [RetrievedContext(f"context-{n}", t, ()) for n, t in enumerate(texts[len(ids) :], start=len(ids))]
+    return AgentOutput(answer=str(out.get("answer", "")), contexts=contexts)
+
+
 class RagtrackEvaluator(ModelEvaluator):
     @classmethod
     def can_evaluate(cls, *, model_type, evaluator_config, **kwargs) -> bool:
@@ -57,7 +77,7 @@ class RagtrackEvaluator(ModelEvaluator):
 
         from ragtrack.config import ProjectConfig
         from ragtrack.llm import make_llm
-        from ragtrack.tracking import runs
+        from ragtrack.tracking.runs import log_items
         from ragtrack.tracking.store import Store
 
         cfg = {**DEFAULTS, **(evaluator_config or {})}
@@ -66,42 +86,24 @@ class RagtrackEvaluator(ModelEvaluator):
             frame[cfg["gt_ids_col"]] = list(dataset.labels_data)
         questions = frame[cfg["question_col"]].astype(str).tolist()
         outputs = list(model.predict(questions)) if model is not None else list(dataset.predictions_data)
-        llm = make_llm(cfg["judge"], ProjectConfig())
-        steps = judge_steps(cfg["language"])
+        panel = JudgePanel.create(make_llm(cfg["judge"], ProjectConfig()), cfg["language"])
         records = []
         for n, (question, out) in enumerate(zip(questions, outputs, strict=True)):
-            out = out if isinstance(out, dict) else {"answer": str(out), "retrieved_ids": []}
-            gt_ids = _as_list(frame[cfg["gt_ids_col"]].iloc[n])
-            retrieved = _as_list(out.get("retrieved_ids", []))
-            contexts = tuple(out.get("contexts", ()))
-            gt_answer = str(frame[cfg["gt_answer_col"]].iloc[n]) if cfg["gt_answer_col"] in frame else ""
-            inp = JudgeInput(question, str(out.get("answer", "")), gt_answer, contexts)
-            verdicts = {}
-            for name, step in steps.items():
-                result = llm.run(step, inp)
-                verdicts[name] = (
-                    JudgeRecord(result.value.score, result.value.normalized, result.value.reason)
-                    if result.ok
-                    else JudgeRecord(None, None, "", error=result.error, raw=result.raw)
-                )
-            records.append(
-                ItemRecord(
-                    id=str(n),
-                    type=str(frame[cfg["type_col"]].iloc[n]) if cfg["type_col"] in frame else "A",
-                    question=question,
-                    gt_context_ids=gt_ids,
-                    gt_answer=inp.gt_answer,
-                    answer=inp.answer,
-                    retrieved_unit_ids=[],
-                    retrieved_passage_ids=retrieved,
-                    contexts=list(contexts),
-                    retrieval=retrieval_scores(retrieved, gt_ids, int(cfg["k"])),
-                    judges=verdicts,
-                )
-            )
-        metrics = aggregate(records, JUDGES)
+            row = {
+                "id": str(n),
+                "question": question,
+                "type": str(frame[cfg["type_col"]].iloc[n]) if cfg["type_col"] in frame else "A",
+                "gt_context_ids": _as_list(frame[cfg["gt_ids_col"]].iloc[n]),
+                "gt_answer": str(frame[cfg["gt_answer_col"]].iloc[n]) if cfg["gt_answer_col"] in frame else "-",
+            }
+            try:
+                item = GoldenItem.model_validate(row)
+            except ValidationError as e:
+                raise InputError(problems_from_validation("evaluation data", e, line=n, noun="column")) from None
+            records.append(score_item(item, _output(out), panel, int(cfg["k"])))
+        metrics = aggregate(records)
         client = MlflowClient()
         store = Store(client.tracking_uri, "", "", "", client)
-        runs.log_metrics(store, run_id, metrics)
-        runs.log_items(store, run_id, records)
+        store.log_metrics(run_id, metrics)
+        log_items(store, run_id, records)
         return EvaluationResult(metrics=metrics, artifacts={}, run_id=run_id)

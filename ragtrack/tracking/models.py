@@ -1,27 +1,24 @@
 """Agent versions as MLflow models: one LoggedModel + registry version per distinct spec.
 
 A version's model carries the spec (parameters and prompt texts) as params and
-artifacts, and is a working pyfunc (``agent_model.py``, logged as code): ``mlflow.pyfunc.load_model(
-"models:/rag-agent@champion").predict(["How do I …?"])`` answers with the
-champion. An unchanged spec (same hash) reuses its registry version instead
-of piling up identical ones.
+artifacts, and is a working pyfunc (``agent_model.py``, logged as code):
+``mlflow.pyfunc.load_model("models:/rag-agent@champion").predict(["How do I …?"])``
+answers with the champion, whatever kind of agent it is. An unchanged spec
+(same hash) reuses its registry version instead of piling up identical ones.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
 
+from ragtrack.files import read_text
 from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
-from ragtrack.tracking.store import Store
-
-VERSION_TAG = "ragtrack.version"
-SPEC_HASH_TAG = "ragtrack.spec_hash"
+from ragtrack.tracking.store import Store, Tag
 
 
 @dataclass(frozen=True)
@@ -31,42 +28,34 @@ class ModelRef:
     reused: bool
 
 
-def find_model_version(store: Store, version: str, spec_hash: str | None = None) -> object | None:
-    """The newest registry version of ``version`` (optionally with exactly this spec hash)."""
-    query = f"name='{store.registered_model}' and tags.`{VERSION_TAG}`='{version}'"
-    if spec_hash:
-        query += f" and tags.`{SPEC_HASH_TAG}`='{spec_hash}'"
-    try:
-        found = store.client.search_model_versions(query)
-    except mlflow.exceptions.MlflowException:
-        return None  # no registered model yet
-    return max(found, key=lambda mv: int(mv.version)) if found else None
-
-
 def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
     """Log and register ``spec`` as a model unless a registry version with its hash exists."""
-    existing = find_model_version(store, spec.name, spec.hash)
-    if existing is not None:
-        model_id = existing.source.removeprefix("models:/")
-        return ModelRef(model_id=model_id, version=str(existing.version), reused=True)
+    existing = store.model_versions(spec.name, spec.hash)
+    if existing:
+        return ModelRef(
+            model_id=existing[0].source.removeprefix("models:/"), version=str(existing[0].version), reused=True
+        )
 
-    tags = {VERSION_TAG: spec.name, SPEC_HASH_TAG: spec.hash, "ragtrack.description": spec.spec.version.description}
+    tags = {
+        Tag.VERSION: spec.name,
+        Tag.AGENT_KIND: spec.kind,
+        Tag.SPEC_HASH: spec.hash,
+        Tag.DESCRIPTION: spec.description,
+    }
     files = {
-        "spec.json": spec.model_dump_json(indent=1),
-        f"{spec.name}.toml": Path(spec.path).read_text("utf-8"),
-        "prompts.json": json.dumps(spec.prompts, indent=1, ensure_ascii=False),
+        "spec.json": spec.to_json(),
+        f"{spec.name}.toml": read_text(spec.path),
     }
     for name, text in files.items():
         ensure_clean(text, f"{spec.name}'s {name}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in files.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
-        spec_file, readable, prompts = (Path(tmp) / name for name in files)
         mlflow.set_experiment(experiment_id=store.experiment_id)
         info = mlflow.pyfunc.log_model(
             name=spec.name,
             python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
-            artifacts={"spec": str(spec_file), "spec_toml": str(readable), "prompts": str(prompts)},
+            artifacts={"spec": str(Path(tmp) / "spec.json"), "spec_toml": str(Path(tmp) / f"{spec.name}.toml")},
             model_config={"corpus": corpus_path, "root": root},
             params=spec.params(),
             tags=tags,
@@ -74,6 +63,5 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
             registered_model_name=store.registered_model,
         )
     version = str(info.registered_model_version)
-    for key, value in tags.items():
-        store.client.set_model_version_tag(store.registered_model, version, key, value)
+    store.tag_model_version(version, tags)
     return ModelRef(model_id=info.model_id, version=version, reused=False)

@@ -16,28 +16,22 @@ import io
 import json
 import logging
 import os
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import asdict
-from pathlib import Path
 
 import mlflow
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.exceptions import MlflowException
 
-from ragtrack.evaluation.runner import ItemRecord
-from ragtrack.tracking.store import Store
+from ragtrack.evaluation import metrics as m
+from ragtrack.records import ItemRecord
+from ragtrack.tracking.store import Param, Store, Tag
 
 log = logging.getLogger(__name__)
-
-KIND_TAG = "ragtrack.kind"
 
 
 def eval_tags(
     *,
     version: str,
+    agent_kind: str,
     spec_hash: str,
     golden_digest: str,
     judge_identity: str,
@@ -47,59 +41,69 @@ def eval_tags(
 ) -> dict[str, str]:
     """The tags compare/promote/versions search eval runs by."""
     return {
-        KIND_TAG: "eval",
-        "ragtrack.version": version,
-        "ragtrack.spec_hash": spec_hash,
-        "ragtrack.golden_digest": golden_digest,
-        "ragtrack.judge_identity": judge_identity,
-        "ragtrack.substituted": str(substituted).lower(),
-        "ragtrack.model_version": model_version,
-        "ragtrack.model_id": model_id,
+        Tag.KIND: "eval",
+        Tag.VERSION: version,
+        Tag.AGENT_KIND: agent_kind,
+        Tag.SPEC_HASH: spec_hash,
+        Tag.GOLDEN_DIGEST: golden_digest,
+        Tag.JUDGE_IDENTITY: judge_identity,
+        Tag.SUBSTITUTED: str(substituted).lower(),
+        Tag.MODEL_VERSION: model_version,
+        Tag.MODEL_ID: model_id,
     }
 
 
-def start_run(
+def eval_params(
+    *,
+    version: str,
+    spec_hash: str,
+    model_version: str,
+    golden_source: str,
+    golden_digest: str,
+    golden_items: int,
+    corpus_digest: str,
+    corpus_passages: int,
+    judge: str,
+    judge_identity: str,
+    judge_language: str,
+    min_overlap: float,
+    agent: dict[str, str],
+    spec: dict[str, str],
+) -> dict[str, str]:
+    """An eval run's params: inputs, judge, what the agent ran with, and its spec (``spec.*``)."""
+    return {
+        "version": version,
+        "spec_hash": spec_hash,
+        "model_version": model_version,
+        "golden_path": golden_source,
+        "golden_digest": golden_digest,
+        "golden_items": str(golden_items),
+        "corpus_digest": corpus_digest,
+        "corpus_passages": str(corpus_passages),
+        "judge": judge,
+        "judge_identity": judge_identity,
+        "judge_language": judge_language,
+        Param.MIN_OVERLAP: str(min_overlap),
+        **agent,
+        **{f"spec.{k}": v for k, v in spec.items() if k != "spec_hash"},
+    }
+
+
+def record_eval(
     store: Store,
-    name: str,
-    params: dict[str, str],
-    tags: dict[str, str],
-    run_id: str | None = None,
-    experiment_id: str | None = None,
-) -> str:
-    """Create a run (or reopen ``run_id`` to resume it) and log its params and tags."""
-    client = store.client
-    if run_id is not None:
-        try:
-            client.update_run(run_id, status="RUNNING")
-        except MlflowException:  # the store was wiped since the checkpoint was written
-            run_id = None
-    if run_id is None:
-        run_id = client.create_run(experiment_id or store.experiment_id, run_name=name, tags=tags).info.run_id
-    params = {k: str(v)[:6000] for k, v in params.items()}
-    items = list(params.items())
-    for i in range(0, len(items), 100):  # the store takes at most 100 params per batch
-        client.log_batch(run_id, params=[Param(k, v) for k, v in items[i : i + 100]])
-    client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-    return run_id
-
-
-def log_metrics(store: Store, run_id: str, metrics: dict[str, float], model_id: str | None = None) -> None:
-    """One batched write (per-metric calls are ~50× slower on SQLite); linked to the model."""
-    now = int(time.time() * 1000)
-    rows = [Metric(k, float(v), now, 0, model_id=model_id) for k, v in sorted(metrics.items())]
-    for i in range(0, len(rows), 1000):
-        store.client.log_batch(run_id, metrics=rows[i : i + 1000])
-
-
-def log_json(store: Store, run_id: str, name: str, payload: object) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / name
-        path.write_text(json.dumps(payload, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-        store.client.log_artifact(run_id, str(path))
-
-
-def log_text(store: Store, run_id: str, name: str, text: str) -> None:
-    store.client.log_text(run_id, text, name)
+    run_id: str,
+    model_id: str | None,
+    records: list[ItemRecord],
+    metrics: dict[str, float],
+    diagnosis: str,
+    accounting: dict,
+) -> None:
+    """Everything an eval run keeps: metrics (linked to the version's model), per-item records, diagnosis."""
+    store.log_metrics(run_id, metrics, model_id)
+    log_items(store, run_id, records)
+    store.log_text(run_id, "diagnosis.md", diagnosis)
+    store.log_json(run_id, "accounting.json", accounting)
+    log_genai_records(store, run_id, model_id, records)
 
 
 def items_table(records: list[ItemRecord]) -> dict[str, list]:
@@ -135,13 +139,8 @@ def items_table(records: list[ItemRecord]) -> dict[str, list]:
 
 
 def log_items(store: Store, run_id: str, records: list[ItemRecord]) -> None:
-    log_json(store, run_id, "items_table.json", items_table(records))
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "items.jsonl"
-        with path.open("w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
-        store.client.log_artifact(run_id, str(path))
+    store.log_json(run_id, "items_table.json", items_table(records))
+    store.log_text(run_id, "items.jsonl", "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records))
 
 
 def log_genai_records(store: Store, run_id: str, model_id: str | None, records: list[ItemRecord]) -> None:
@@ -174,7 +173,7 @@ def log_genai_records(store: Store, run_id: str, model_id: str | None, records: 
 
     judges = sorted({j for r in records for j in r.judges})
     scorers = [judge_scorer(j) for j in judges] + [
-        retrieval_scorer(m) for m in ("context_recall", "context_precision", "reciprocal_rank")
+        retrieval_scorer(m.RETRIEVAL.get(name).item_key) for name in ("context_recall", "context_precision", "mrr")
     ]
     data = [
         {
@@ -213,8 +212,3 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def finish_run(store: Store, run_id: str, complete: bool) -> None:
-    store.client.set_tag(run_id, "ragtrack.complete", str(complete).lower())
-    store.client.set_terminated(run_id, "FINISHED" if complete else "KILLED")

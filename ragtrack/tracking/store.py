@@ -1,41 +1,82 @@
-"""Where runs go: the project's local MLflow store unless told otherwise.
+"""The store port: everything ragtrack asks of an MLflow tracking store and model registry.
 
-Default: ``mlruns/mlflow.db`` (SQLite; MLflow 3 no longer takes the old file
-store) with artifacts in ``mlruns/artifacts``, both under the project root and
-git-ignored. ``--tracking-uri`` beats ``MLFLOW_TRACKING_URI`` beats
-``ragtrack.toml`` beats the default.
+One module owns every tag and param name ragtrack writes, the tracking-URI
+rules, paged run searches, reading and moving the ``champion`` alias and the
+promotion lock. The rest of ragtrack asks this module, and spells no tag.
+
+Where runs go: ``mlruns/mlflow.db`` (SQLite; MLflow 3 no longer takes the old
+file store) with artifacts in ``mlruns/artifacts``, both under the project
+root and git-ignored, unless ``--tracking-uri`` beats ``MLFLOW_TRACKING_URI``
+beats ``ragtrack.toml``.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
 from mlflow import MlflowClient
+from mlflow.entities import Metric, RunTag
+from mlflow.entities import Param as MlflowParam
+from mlflow.exceptions import MlflowException
 
 from ragtrack.config import ProjectConfig
+from ragtrack.errors import RagtrackError
+from ragtrack.evaluation.promotion import ALIAS
+from ragtrack.records import ItemRecord, RunSummary
 
 
-@dataclass(frozen=True)
-class Store:
-    tracking_uri: str
-    experiment_id: str  # eval runs: every version side by side under the same metric names
-    experiment_name: str
-    registered_model: str
-    client: MlflowClient
-    decisions_experiment_id: str = ""  # comparison and promotion runs, kept out of the eval charts
+class Tag:
+    """Every tag ragtrack writes on runs and model versions."""
 
-    def side_experiment(self, suffix: str) -> str:
-        """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
-        return _experiment(self.client, self.tracking_uri, f"{self.experiment_name}-{suffix}")
+    KIND = "ragtrack.kind"  # eval | compare | promotion | calibration
+    VERSION = "ragtrack.version"
+    AGENT_KIND = "ragtrack.agent_kind"
+    SPEC_HASH = "ragtrack.spec_hash"
+    DESCRIPTION = "ragtrack.description"
+    GOLDEN_DIGEST = "ragtrack.golden_digest"
+    JUDGE_IDENTITY = "ragtrack.judge_identity"
+    SUBSTITUTED = "ragtrack.substituted"
+    MODEL_VERSION = "ragtrack.model_version"
+    MODEL_ID = "ragtrack.model_id"
+    COMPLETE = "ragtrack.complete"
+    VERSIONS = "ragtrack.versions"  # compare runs: "a,b"
+    OUTCOME = "ragtrack.outcome"  # promotion runs: promoted | refused
+    DRY_RUN = "ragtrack.dry_run"
+    DECISION = "ragtrack.decision"  # model versions: the last decision about them
+    DECISION_RUN = "ragtrack.decision_run"
+    LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
+
+
+class Param:
+    """Params that ragtrack reads back."""
+
+    MIN_OVERLAP = "mapping_min_overlap"
 
 
 def default_tracking_uri(root: Path) -> str:
     folder = (root / "mlruns").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def local_database(uri: str) -> Path | None:
+    """The SQLite file of a local store, or None for any other store."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a local SQLite store keeps its artifacts: beside the database, not in the CWD."""
+    db = local_database(uri)
+    return (db.parent / "artifacts").resolve().as_uri() if db else None
 
 
 # mlflow.set_tracking_uri() also exports MLFLOW_TRACKING_URI; remember what we exported so
@@ -50,8 +91,191 @@ def resolve_tracking_uri(config: ProjectConfig, override: str | None = None) -> 
     return override or from_env or config.project.tracking_uri or default_tracking_uri(config.root)
 
 
+@dataclass(frozen=True)
+class Store:
+    tracking_uri: str
+    experiment_id: str  # eval runs: every version side by side under the same metric names
+    experiment_name: str
+    registered_model: str
+    client: MlflowClient
+    decisions_experiment_id: str = ""  # comparison and promotion runs, kept out of the eval charts
+
+    # ------------------------------------------------------------ experiments
+    def side_experiment(self, suffix: str) -> str:
+        """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
+        return _experiment(self.client, self.tracking_uri, f"{self.experiment_name}-{suffix}")
+
+    # ------------------------------------------------------------ writing runs
+    def start_run(
+        self,
+        name: str,
+        params: dict[str, str],
+        tags: dict[str, str],
+        run_id: str | None = None,
+        experiment_id: str | None = None,
+    ) -> str:
+        """Create a run (or reopen ``run_id`` to resume it) and log its params and tags."""
+        if run_id is not None:
+            try:
+                self.client.update_run(run_id, status="RUNNING")
+            except MlflowException:  # the store was wiped since the checkpoint was written
+                run_id = None
+        if run_id is None:
+            run_id = self.client.create_run(experiment_id or self.experiment_id, run_name=name, tags=tags).info.run_id
+        items = [(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):  # the store takes at most 100 params per batch
+            self.client.log_batch(run_id, params=[MlflowParam(k, v) for k, v in items[i : i + 100]])
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        return run_id
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], model_id: str | None = None) -> None:
+        """One batched write (per-metric calls are ~50× slower on SQLite); linked to the model."""
+        now = int(time.time() * 1000)
+        rows = [Metric(k, float(v), now, 0, model_id=model_id) for k, v in sorted(metrics.items())]
+        for i in range(0, len(rows), 1000):
+            self.client.log_batch(run_id, metrics=rows[i : i + 1000])
+
+    def log_json(self, run_id: str, name: str, payload: object) -> None:
+        self.log_text(run_id, name, json.dumps(payload, indent=1, ensure_ascii=False, default=str))
+
+    def log_text(self, run_id: str, name: str, text: str) -> None:
+        self.client.log_text(run_id, text, name)
+
+    def log_file(self, run_id: str, path: Path) -> None:
+        self.client.log_artifact(run_id, str(path))
+
+    def finish_run(self, run_id: str, complete: bool) -> None:
+        self.client.set_tag(run_id, Tag.COMPLETE, str(complete).lower())
+        self.client.set_terminated(run_id, "FINISHED" if complete else "KILLED")
+
+    # ------------------------------------------------------------ reading runs
+    def search_runs(self, experiment_ids: list[str], query: str, order_by: list[str] | None = None) -> Iterator:
+        """Every matching run, page by page (MLflow returns at most 1000 a page)."""
+        token = None
+        while True:
+            page = self.client.search_runs(
+                experiment_ids, query, order_by=order_by or [], max_results=1000, page_token=token
+            )
+            yield from page
+            token = page.token
+            if not token:
+                return
+
+    def eval_runs(
+        self, version: str | None = None, golden_digest: str | None = None, judge_identity: str | None = None
+    ) -> list[RunSummary]:
+        """Complete eval runs, newest first, optionally filtered."""
+        clauses = [f"tags.`{Tag.KIND}` = 'eval'", f"tags.`{Tag.COMPLETE}` = 'true'"]
+        for tag, value in (
+            (Tag.VERSION, version),
+            (Tag.GOLDEN_DIGEST, golden_digest),
+            (Tag.JUDGE_IDENTITY, judge_identity),
+        ):
+            if value:
+                clauses.append(f"tags.`{tag}` = {_quote(value)}")
+        found = self.search_runs([self.experiment_id], " and ".join(clauses), ["attributes.start_time DESC"])
+        return [_summary(r) for r in found]
+
+    def latest_eval(
+        self, version: str, golden_digest: str | None = None, judge_identity: str | None = None
+    ) -> RunSummary:
+        found = self.eval_runs(version, golden_digest, judge_identity)
+        if not found:
+            detail = "".join(
+                [
+                    f" on golden digest {golden_digest}" if golden_digest else "",
+                    f" with judge {judge_identity}" if judge_identity else "",
+                ]
+            )
+            raise RagtrackError(f"no complete eval run of {version}{detail}; run: ragtrack eval --version {version}")
+        return found[0]
+
+    def records(self, run_id: str) -> list[ItemRecord]:
+        """The per-item records an eval run logged (``items.jsonl``)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.client.download_artifacts(run_id, "items.jsonl", tmp)
+            lines = Path(path).read_text("utf-8").splitlines()
+        return [ItemRecord.from_json(json.loads(line)) for line in lines if line]
+
+    # ------------------------------------------------------------ registry
+    def model_versions(self, version: str | None = None, spec_hash: str | None = None) -> list:
+        """Registry versions of the project's model (of one agent version / spec hash), newest first."""
+        query = f"name={_quote(self.registered_model)}"
+        if version:
+            query += f" and tags.`{Tag.VERSION}` = {_quote(version)}"
+        if spec_hash:
+            query += f" and tags.`{Tag.SPEC_HASH}` = {_quote(spec_hash)}"
+        found, token = [], None
+        try:
+            while True:
+                page = self.client.search_model_versions(query, max_results=1000, page_token=token)
+                found.extend(page)
+                token = page.token
+                if not token:
+                    break
+        except MlflowException:
+            return []  # no registered model yet
+        return sorted(found, key=lambda mv: int(mv.version), reverse=True)
+
+    def tag_model_version(self, model_version: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_model_version_tag(self.registered_model, model_version, key, value)
+
+    def champion(self) -> tuple[str, str] | None:
+        """(model version, agent version name) the ``champion`` alias points at, or None."""
+        try:
+            mv = self.client.get_model_version_by_alias(self.registered_model, ALIAS)
+        except MlflowException:
+            return None
+        return str(mv.version), mv.tags.get(Tag.VERSION, "?")
+
+    def set_champion(self, model_version: str) -> None:
+        self.client.set_registered_model_alias(self.registered_model, ALIAS, model_version)
+
+    @contextmanager
+    def promotion_lock(self, fallback_dir: Path, timeout_s: float = 120.0) -> Iterator[None]:
+        """An exclusive file lock beside a local SQLite store (else in the project's cache dir)."""
+        db = local_database(self.tracking_uri)
+        folder = db.parent if db else fallback_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "promote.lock").open("w") as handle:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RagtrackError("another promotion holds the lock; try again") from None
+                    time.sleep(0.1)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _quote(value: str) -> str:
+    """A string literal for an MLflow search filter."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _summary(run) -> RunSummary:
+    tags, params = run.data.tags, run.data.params
+    return RunSummary(
+        run_id=run.info.run_id,
+        version=tags.get(Tag.VERSION, "?"),
+        golden_digest=tags.get(Tag.GOLDEN_DIGEST, ""),
+        judge_identity=tags.get(Tag.JUDGE_IDENTITY, ""),
+        min_overlap=params.get(Param.MIN_OVERLAP, ""),
+        substituted=tags.get(Tag.SUBSTITUTED) == "true",
+        model_version=tags.get(Tag.MODEL_VERSION, ""),
+        metrics=dict(run.data.metrics),
+        started=run.info.start_time,
+    )
+
+
 def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
-    """Point MLflow at the store and make sure the project's experiment exists."""
+    """Point MLflow at the store and make sure the project's experiments exist."""
     global _exported
     uri = resolve_tracking_uri(config, tracking_uri)
     mlflow.set_tracking_uri(uri)
@@ -73,8 +297,4 @@ def _experiment(client: MlflowClient, uri: str, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
-    # A local SQLite store keeps its artifacts beside the database, not in the CWD.
-    artifacts = None
-    if uri.startswith("sqlite:///"):
-        artifacts = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
-    return client.create_experiment(name, artifact_location=artifacts)
+    return client.create_experiment(name, artifact_location=artifact_root(uri))

@@ -1,0 +1,190 @@
+"""The agent port: what evaluation needs of an agent under test, whatever it is built on.
+
+An agent has an identity (its version name, its kind, the parameters MLflow
+logs, a content hash) and answers one question at a time with the answer and
+the ranked contexts it retrieved — each mapped to the canonical passage IDs
+of the corpus, so that every agent, built in or external, is scored against
+one golden set.
+
+Kinds of agent are a registry: ``pipeline`` is ragtrack's own pipeline built
+from a TOML spec; a new kind is one module that defines an :class:`AgentKind`
+plus one line here (or one call to ``AGENT_KINDS.add`` from user code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from ragtrack.llm.accounting import Usage
+from ragtrack.registry import Registry
+
+if TYPE_CHECKING:
+    from ragtrack.config import ProjectConfig
+    from ragtrack.corpus import Corpus
+    from ragtrack.llm.client import LLM
+    from ragtrack.spec import LoadedSpec
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    name: str  # the version name: "v5", "dify-app-v6"
+    kind: str  # an AGENT_KINDS name: "pipeline", "dify", ...
+    params: dict[str, str]  # logged as MLflow params and model params
+    hash: str  # changes whenever anything that can change an answer changes
+
+
+@dataclass(frozen=True)
+class RetrievedContext:
+    """One unit the agent retrieved and handed to its generator, mapped to canonical passages."""
+
+    unit_id: str  # the agent's own ID: a chunk, a Q&A pair, a platform segment
+    text: str
+    passage_ids: tuple[str, ...]
+    score: float | None = None
+    mapping: str = "span"  # how passage_ids were found (see records.ContextRecord)
+
+
+@dataclass
+class AgentOutput:
+    answer: str
+    contexts: list[RetrievedContext]  # in rank order
+    queries: list[str] = field(default_factory=list)
+    outline: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a failed step: recorded on the item, never raised
+    usage: dict[str, Usage] = field(default_factory=dict)  # what this answer cost, per step
+
+    @property
+    def passage_ids(self) -> list[str]:
+        """Canonical IDs in rank order, each at the first position it appears."""
+        return list(dict.fromkeys(pid for c in self.contexts for pid in c.passage_ids))
+
+
+@dataclass
+class Setup:
+    """What getting the agent ready did in this process (building or loading an index, say)."""
+
+    summary: str = ""  # shown to the user: "index from cache", "index built", ""
+    from_cache: bool = False
+    usage: dict[str, Usage] = field(default_factory=dict)  # LLM work it took (e.g. index-time steps)
+
+
+class Agent(Protocol):
+    """An agent under test."""
+
+    identity: AgentIdentity
+    #: Questions worth answering at once (1 for CPU-bound local work; an endpoint's concurrency).
+    max_concurrency: int
+    #: A model the spec names was replaced by a declared substitute.
+    substituted: bool
+    #: How many contexts the agent hands its generator, when it says (the rank metrics' cut-off);
+    #: None: as many as each answer returned.
+    top_k: int | None
+    setup: Setup
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests it had in flight at once (0 when it makes none)."""
+        ...
+
+    def answer(self, question: str) -> AgentOutput: ...
+
+    def describe(self) -> dict[str, str]:
+        """What actually runs, beyond the spec (models used, index size, endpoint): logged as params."""
+        ...
+
+
+@dataclass
+class AgentContext:
+    """What building an agent may use: the corpus it is scored on, the project's settings."""
+
+    corpus: Corpus
+    config: ProjectConfig
+    min_overlap: float = 0.5
+    use_cache: bool = True
+    embedder: object | None = None  # a preloaded embedder to share (tests, benchmarks)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.config.cache_dir
+
+    def make_llm(self, name: str) -> LLM:
+        from ragtrack.llm import make_llm
+
+        return make_llm(name, self.config, use_cache=self.use_cache)
+
+
+class VersionInfo(BaseModel):
+    """The ``[version]`` table every spec file has."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+
+
+class AgentTable(BaseModel):
+    """Base of an ``[agent]`` table: unknown keys are errors, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentSpec(BaseModel):
+    """A spec file of an agent kind other than ``pipeline``: ``[version]``, ``[agent]`` and ``[declared]``.
+
+    A kind subclasses it with its own ``agent`` table model (with ``kind: Literal[...]``).
+    ``[declared]`` is free: the parameters the user states for that version (chunking
+    strategy, top_k, rerank model, ...), logged as params so versions can be compared.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: VersionInfo
+    declared: dict[str, str | int | float | bool] = {}
+
+
+class BaseAgent:
+    """Defaults for an agent that needs no setup: subclass it and write ``answer``."""
+
+    max_concurrency = 1
+    substituted = False
+    top_k: int | None = None
+    peak_in_flight = 0
+
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        self.spec, self.ctx = spec, ctx
+        self.identity = AgentIdentity(spec.name, spec.kind, spec.params(), spec.hash)
+        self.setup = Setup()
+
+    def answer(self, question: str) -> AgentOutput:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, str]:
+        return {}
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """A kind of agent: how its spec file is validated, which files it names, how it is built."""
+
+    name: str
+    spec_model: type[BaseModel]  # validates the whole spec file; has a ``version`` table
+    build: Callable[[LoadedSpec, AgentContext], Agent]
+    files: Callable[[BaseModel], dict[str, str]] = lambda spec: {}  # key → path relative to the spec file
+
+
+AGENT_KINDS: Registry[AgentKind] = Registry(
+    "agent kind",
+    {
+        "pipeline": "ragtrack.pipeline.spec:KIND",
+    },
+)
+
+
+def build_agent(spec: LoadedSpec, ctx: AgentContext) -> Agent:
+    """The agent a loaded spec describes."""
+    return AGENT_KINDS.get(spec.kind).build(spec, ctx)

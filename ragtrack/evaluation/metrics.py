@@ -1,0 +1,112 @@
+"""The metric registry: every metric name ragtrack logs, parses or prints, defined once.
+
+A logged key is a metric name plus an optional scope: ``context_recall``
+(all items) or ``context_recall/type_A`` (items of type A). Names are
+identical for every version, so MLflow's compare view lines runs up.
+
+* retrieval metrics, per item from context IDs, then averaged: ``context_recall``,
+  ``context_precision``, ``mrr`` (the mean of the per-item ``reciprocal_rank``:
+  one metric, two names), ``hit_rate``, ``ndcg_at_k``;
+* judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
+  ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored) and
+  ``judge_errors/<judge>`` (items whose verdict could not be read);
+* ``items``: how many items a scope holds.
+
+Nothing outside this module builds or splits these names by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragtrack.evaluation.judges import JUDGES
+from ragtrack.golden import TYPES
+from ragtrack.records import ItemRecord
+from ragtrack.registry import Registry, UnknownNameError
+
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    description: str
+    lower: float = 0.0  # the scale: 0–1 for rates, 1–5 for judge means
+    upper: float = 1.0
+    higher_is_better: bool = True
+    item_key: str | None = None  # retrieval: the key in an item record's ``retrieval`` dict
+    judge: str | None = None  # judge metrics: which judge
+    normalized: bool = False  # judge metrics: the 0–1 form
+
+
+RETRIEVAL: Registry[Metric] = Registry(
+    "retrieval metric",
+    {
+        "context_recall": Metric("context_recall", "share of the GT passages retrieved", item_key="context_recall"),
+        "context_precision": Metric(
+            "context_precision", "share of the retrieved passages that are GT", item_key="context_precision"
+        ),
+        "mrr": Metric("mrr", "mean of 1 / rank of the first GT passage (0 when none)", item_key="reciprocal_rank"),
+        "hit_rate": Metric("hit_rate", "share of items with at least one GT passage retrieved", item_key="hit_rate"),
+        "ndcg_at_k": Metric("ndcg_at_k", "binary-relevance nDCG at the version's top_k", item_key="ndcg_at_k"),
+    },
+)
+# Per-item names that are another name for a registered metric.
+ALIASES = {"reciprocal_rank": "mrr"}
+
+
+def judge_metric(judge: str, normalized: bool = False) -> Metric:
+    """``correctness`` (1–5) or ``correctness_norm`` (0–1) for a registered judge."""
+    JUDGES.check(judge)
+    if normalized:
+        return Metric(f"{judge}_norm", f"{judge}, mean normalised 0-1", judge=judge, normalized=True)
+    return Metric(judge, f"{judge}, mean judge score 1-5", lower=1.0, upper=5.0, judge=judge)
+
+
+def judge_count(judge: str) -> str:
+    return f"{judge}_n"
+
+
+def judge_errors(judge: str) -> str:
+    return f"judge_errors/{judge}"
+
+
+def lookup(name: str) -> Metric:
+    """The metric a name stands for: a retrieval metric (or its alias) or a judge mean."""
+    name = ALIASES.get(name, name)
+    if name in RETRIEVAL:
+        return RETRIEVAL.get(name)
+    for judge in JUDGES:
+        if name == judge:
+            return judge_metric(judge)
+        if name == f"{judge}_norm":
+            return judge_metric(judge, normalized=True)
+    known = [*RETRIEVAL.names(), *ALIASES, *JUDGES.names(), *(f"{j}_norm" for j in JUDGES)]
+    raise UnknownNameError(f"unknown metric {name!r}; expected one of: {', '.join(known)}")
+
+
+def key(name: str, scope: str = ALL) -> str:
+    """The logged key of ``name`` in ``scope`` (``all`` or a question type)."""
+    return name if scope == ALL else f"{name}/type_{scope}"
+
+
+def split_key(logged: str) -> tuple[str, str]:
+    """``context_recall/type_A`` → (``context_recall``, ``A``); ``mrr`` → (``mrr``, ``all``)."""
+    name, sep, scope = logged.rpartition("/type_")
+    return (name, scope) if sep and scope in TYPES else (logged, ALL)
+
+
+def item_value(record: ItemRecord, name: str) -> float | None:
+    """One item's value of a metric (``mrr``, ``correctness``, ``correctness_norm``); None when unscored."""
+    metric = lookup(name)
+    if metric.item_key is not None:
+        return record.retrieval.get(metric.item_key)
+    verdict = record.judges.get(metric.judge or "")
+    if verdict is None or verdict.score is None:
+        return None
+    return verdict.normalized if metric.normalized else float(verdict.score)
+
+
+def comparable_metrics() -> tuple[str, ...]:
+    """What ``compare`` pairs item by item: every retrieval metric, then every judge mean."""
+    return (*RETRIEVAL.names(), *JUDGES.names())

@@ -1,0 +1,194 @@
+"""The promotion rule, as a pure function of two runs' figures and their paired comparison.
+
+A challenger becomes champion only when, on the same golden set and judge:
+
+* its mean correctness beats the champion's by more than ``margin`` (default 0), and
+* its mean groundedness is not below the champion's minus ``tolerance`` (default 0);
+* optionally, the 95% paired-bootstrap interval of the correctness gain excludes 0;
+* optionally, absolute release gates (``[gates]`` of ``ragtrack.toml``) hold.
+
+It refuses, with every reason, when the runs are not comparable, when judge
+means cover fewer than all items, or when a run used substituted models (the
+last two can be allowed explicitly). With no champion yet, the first version
+that passes its gates becomes it. Reading runs, locking and moving the alias
+are :mod:`ragtrack.tracking.promotion`'s job; nothing here touches a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.compare import comparability_problems
+from ragtrack.evaluation.stats import PairedDifference
+from ragtrack.records import RunSummary
+
+#: The registry alias that names the production version.
+ALIAS = "champion"
+CRITERION, GUARD = "correctness", "groundedness"
+
+
+@dataclass(frozen=True)
+class Rule:
+    margin: float = 0.0
+    tolerance: float = 0.0
+    require_significance: bool = False
+    allow_substitutes: bool = False
+    allow_partial: bool = False
+    gates: Mapping[str, float] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        text = f"correctness > champion + {self.margin:g} and groundedness >= champion - {self.tolerance:g}"
+        if self.require_significance:
+            text += " and the 95% CI of the correctness gain excludes 0"
+        return text
+
+
+@dataclass(frozen=True)
+class Gate:
+    metric: str
+    minimum: float
+    value: float | None
+
+    @property
+    def passed(self) -> bool:
+        return self.value is not None and self.value >= self.minimum
+
+
+@dataclass(frozen=True)
+class Champion:
+    """The version the alias points at, and its latest eval on the challenger's golden set and judge."""
+
+    model_version: str
+    version: str
+    run: RunSummary | None
+
+
+@dataclass
+class Decision:
+    version: str
+    run_id: str
+    model_version: str
+    champion: str | None
+    champion_run_id: str | None
+    champion_model_version: str | None
+    promoted: bool
+    rule: str
+    reasons: list[str]
+    figures: dict[str, float]
+    gates: list[Gate]
+    dry_run: bool = False
+    decision_run_id: str = ""
+
+    def summary(self) -> str:
+        verb = ("would be promoted" if self.dry_run else "promoted") if self.promoted else "refused"
+        against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
+        return f"{self.version} {verb}{against}: " + "; ".join(self.reasons)
+
+
+def partial_means(run: RunSummary) -> list[str]:
+    """The rule's judges whose mean covers fewer than all of the run's items."""
+    items = run.metrics.get("items", 0)
+    return [j for j in (CRITERION, GUARD) if run.metrics.get(m.judge_count(j), items) < items]
+
+
+def decide(
+    challenger: RunSummary,
+    champion: Champion | None,
+    rule: Rule,
+    paired: Mapping[str, PairedDifference] | None = None,
+) -> Decision:
+    """Apply ``rule``; ``paired`` holds the all-items paired differences champion → challenger."""
+    shown = {"correctness", "groundedness", "correctness_n", "groundedness_n", "context_recall", "items"}
+    decision = Decision(
+        version=challenger.version,
+        run_id=challenger.run_id,
+        model_version=challenger.model_version,
+        champion=champion.version if champion else None,
+        champion_run_id=champion.run.run_id if champion and champion.run else None,
+        champion_model_version=champion.model_version if champion else None,
+        promoted=False,
+        rule=rule.describe(),
+        reasons=[],
+        figures={f"challenger_{k}": v for k, v in challenger.metrics.items() if m.split_key(k)[0] in shown},
+        gates=[Gate(name, minimum, challenger.metrics.get(name)) for name, minimum in sorted(rule.gates.items())],
+    )
+    refuse = decision.reasons.append
+    if champion and champion.model_version == challenger.model_version:
+        refuse(f"model version {champion.model_version} of {challenger.version} is already the champion")
+        return decision
+    if challenger.substituted and not rule.allow_substitutes:
+        refuse(
+            f"{challenger.version}'s eval used substituted models (see rerank_model / embedding_model params); "
+            "measure the version as specified, or pass --allow-substitutes"
+        )
+    if (partial := partial_means(challenger)) and not rule.allow_partial:
+        refuse(
+            f"{challenger.version}'s {', '.join(partial)} mean covers fewer than all items (judge errors); "
+            "pass --allow-partial to decide anyway"
+        )
+    for gate in decision.gates:
+        if not gate.passed:
+            value = "missing" if gate.value is None else f"{gate.value:g}"
+            refuse(f"gate {gate.metric} >= {gate.minimum:g} failed ({value})")
+
+    if champion is None:
+        if not decision.reasons:
+            decision.promoted = True
+            decision.reasons.append("no champion yet: the first evaluated version that passes its gates becomes it")
+        return decision
+
+    incumbent = champion.run
+    if incumbent is None:
+        refuse(
+            f"the champion {champion.version} has no eval on the same golden set (digest {challenger.golden_digest}) "
+            f"with the same judge; run: ragtrack eval --version {champion.version}"
+        )
+        return decision
+    for problem in comparability_problems(incumbent, challenger):
+        refuse(f"not comparable: {problem}")
+    if incumbent.substituted and not rule.allow_substitutes:
+        refuse("the champion's eval used substituted models; pass --allow-substitutes to compare anyway")
+    if (partial := partial_means(incumbent)) and not rule.allow_partial:
+        refuse(f"the champion's {', '.join(partial)} mean covers fewer than all items; pass --allow-partial")
+
+    paired = paired or {}
+    if CRITERION not in paired or GUARD not in paired:
+        refuse("no judged items in common between the two runs")
+        return decision
+    c, g = paired[CRITERION], paired[GUARD]
+    decision.figures.update(
+        {
+            "champion_correctness": c.mean_a,
+            "challenger_correctness_paired": c.mean_b,
+            "correctness_delta": c.delta,
+            "correctness_ci_low": c.ci_low,
+            "correctness_ci_high": c.ci_high,
+            "correctness_p": c.p_value,
+            "champion_groundedness": g.mean_a,
+            "challenger_groundedness_paired": g.mean_b,
+            "groundedness_delta": g.delta,
+            "paired_items": float(c.n),
+        }
+    )
+    if not c.delta > rule.margin:
+        refuse(
+            f"correctness {c.mean_b:.3f} vs champion {c.mean_a:.3f} (Δ {c.delta:+.3f}) "
+            f"does not beat the margin {rule.margin:g}"
+        )
+    if g.delta < -rule.tolerance:
+        refuse(
+            f"groundedness regressed: {g.mean_b:.3f} vs champion {g.mean_a:.3f} "
+            f"(Δ {g.delta:+.3f}, tolerance {rule.tolerance:g})"
+        )
+    if rule.require_significance and not c.ci_low > 0:
+        refuse(f"the correctness gain is not significant: 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}] includes 0")
+    if not decision.reasons:
+        decision.promoted = True
+        decision.reasons.append(
+            f"correctness {c.mean_b:.3f} vs {c.mean_a:.3f} "
+            f"(Δ {c.delta:+.3f}, 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]), "
+            f"groundedness {g.mean_b:.3f} vs {g.mean_a:.3f} (Δ {g.delta:+.3f}) on {c.n} paired items"
+        )
+    return decision

@@ -1,0 +1,114 @@
+"""Reading and writing the files ragtrack owns: one decoding rule, atomic writes.
+
+Every text file ragtrack reads (corpus, golden set, specs, prompts, config,
+checkpoints) is UTF-8, with or without a byte-order mark; anything else is a
+one-line error naming the file and the byte offset, never a traceback.
+Everything ragtrack writes for the user is written to a temporary file beside
+the target and renamed over it, so an interrupted command never leaves a
+half-written golden set, cache entry or index behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ragtrack.errors import InputError, Problem
+
+
+def decode(data: bytes, source: str | Path) -> str:
+    """UTF-8 text of ``data`` (a leading BOM dropped); an error names ``source`` and the byte offset."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            [
+                Problem(
+                    str(source), f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r}); save it as UTF-8"
+                )
+            ]
+        ) from None
+
+
+def read_text(path: str | Path, *, normalize: bool = False) -> str:
+    """A text file by the one decoding rule; ``normalize`` also unifies line ends and Unicode (NFC)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError([Problem(str(path), "is a folder, expected a file")]) from None
+    except OSError as e:
+        raise InputError([Problem(str(path), f"cannot read: {e.strerror or e}")]) from None
+    text = decode(data, path)
+    if normalize:
+        text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return text
+
+
+def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dict]], list[Problem]]:
+    """Non-blank lines of a JSONL file as (line number, object); bad lines become problems."""
+    rows: list[tuple[int, dict]] = []
+    problems: list[Problem] = []
+    text = read_text(path) if text is None else text
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as e:
+            problems.append(Problem(str(path), f"bad JSON: {e.msg} (column {e.colno})", n))
+            continue
+        except RecursionError:
+            problems.append(Problem(str(path), "bad JSON: nested too deeply", n))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(str(path), "each line must be a JSON object", n))
+            continue
+        rows.append((n, row))
+    return rows, problems
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, payload: object, indent: int | None = 1) -> None:
+    atomic_write_text(path, json.dumps(payload, indent=indent, ensure_ascii=False, default=str))
+
+
+@contextmanager
+def atomic_folder(target: str | Path) -> Iterator[Path]:
+    """A temporary folder beside ``target`` to fill; it replaces ``target`` only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)

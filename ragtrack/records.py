@@ -1,0 +1,120 @@
+"""The records evaluation produces and tracking stores: the contract between the two.
+
+Plain data with a JSON form. An :class:`ItemRecord` is everything about one
+golden item in one eval run — what the agent retrieved and said, how each
+retrieved context maps to canonical passages, the retrieval metrics, every
+judge verdict and what the item cost. A :class:`RunSummary` is what
+comparison and promotion need to know of an eval run once it is stored.
+
+This module imports nothing heavy, so the MLflow plugin and the CLI can read
+records without loading the retrieval stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.accounting import Usage
+
+#: Bumped when the JSON form of an item record changes incompatibly.
+RECORD_FORMAT = 2
+
+
+@dataclass
+class JudgeRecord:
+    """One judge's verdict on one item: a 1–5 score with its reason, or the error and raw reply."""
+
+    score: int | None
+    normalized: float | None
+    reason: str
+    error: str | None = None
+    raw: str | None = None
+
+
+@dataclass
+class ContextRecord:
+    """One retrieved unit as the agent returned it, and the canonical passages it maps to.
+
+    ``mapping`` says how the passages were found, so a user can audit it:
+    ``span`` (character provenance), ``source`` (generated from those passages),
+    ``id_table`` (a platform ID table), ``text <overlap>`` or ``unmapped``.
+    """
+
+    unit_id: str
+    text: str
+    passage_ids: list[str]
+    score: float | None = None
+    mapping: str = "span"
+
+
+@dataclass
+class ItemRecord:
+    """Everything about one golden item in one run: what was retrieved, said and scored."""
+
+    id: str
+    type: str
+    question: str
+    gt_context_ids: list[str]
+    gt_answer: str
+    answer: str
+    contexts: list[ContextRecord]
+    retrieval: dict[str, float]
+    judges: dict[str, JudgeRecord]
+    queries: list[str] = field(default_factory=list)
+    outline: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    latency_s: float = 0.0
+    usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
+
+    @property
+    def retrieved_unit_ids(self) -> list[str]:
+        return [c.unit_id for c in self.contexts]
+
+    @property
+    def retrieved_passage_ids(self) -> list[str]:
+        """Canonical IDs in rank order, each at the first position it appears."""
+        return list(dict.fromkeys(pid for c in self.contexts for pid in c.passage_ids))
+
+    @property
+    def failed(self) -> bool:
+        """The agent or a judge reported an error for this item."""
+        return bool(self.errors) or any(v.error for v in self.judges.values())
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["usage"] = {who: {s: u.to_json() for s, u in steps.items()} for who, steps in self.usage.items()}
+        # The two ranked ID lists, flat, for readers of items.jsonl (derived: ignored when read back).
+        data["retrieved_unit_ids"] = self.retrieved_unit_ids
+        data["retrieved_passage_ids"] = self.retrieved_passage_ids
+        return {"format": RECORD_FORMAT, **data}
+
+    @classmethod
+    def from_json(cls, data: dict) -> ItemRecord:
+        data = {k: v for k, v in data.items() if k not in ("retrieved_unit_ids", "retrieved_passage_ids")}
+        if data.pop("format", 1) != RECORD_FORMAT:
+            raise RagtrackError(
+                f"item record {data.get('id')!r} was written by an older ragtrack; evaluate that version again"
+            )
+        data["contexts"] = [ContextRecord(**c) for c in data["contexts"]]
+        data["judges"] = {k: JudgeRecord(**v) for k, v in data["judges"].items()}
+        data["usage"] = {
+            who: {s: Usage.from_json(u) for s, u in steps.items()} for who, steps in data.get("usage", {}).items()
+        }
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """An eval run as comparison and promotion see it: identity, comparability keys, aggregate metrics."""
+
+    run_id: str
+    version: str
+    golden_digest: str
+    judge_identity: str
+    min_overlap: str
+    substituted: bool
+    model_version: str
+    metrics: dict[str, float]
+    started: int = 0

@@ -1,0 +1,217 @@
+"""Rendering results for people: the CLI's tables and the plain-text artifacts.
+
+Every table the CLI prints is built here from the plain data the API returns,
+so the commands stay thin and a script can print the same tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.judges import JUDGES
+
+if TYPE_CHECKING:
+    from ragtrack.api import CalibrationReport, ComparisonReport, VersionRow
+    from ragtrack.evaluation.compare import ItemChange, MetricRow
+    from ragtrack.evaluation.promotion import Decision
+    from ragtrack.records import RunSummary
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def metrics_table(metrics: dict[str, float], title: str) -> Table:
+    """Overall and per-type means; judge columns show their item count when not all were scored."""
+    table = Table(title=title, title_justify="left", caption="judge scores are 1-5", caption_justify="left")
+    table.add_column("metric", no_wrap=True)
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in metrics]
+    for scope in scopes:
+        n = metrics.get(m.key("items", scope))
+        label = scope if scope == m.ALL else f"type {scope}"
+        table.add_column(f"{label}\nn={int(n)}" if n is not None else label, justify="right")
+    for name in m.RETRIEVAL:
+        table.add_row(name, *[fmt(metrics.get(m.key(name, s))) for s in scopes])
+    for judge in JUDGES:
+        cells = []
+        for s in scopes:
+            mean, n = metrics.get(m.key(judge, s)), metrics.get(m.key(m.judge_count(judge), s))
+            total = metrics.get(m.key("items", s))
+            cell = fmt(mean, 2)
+            if n is not None and total is not None and n < total:
+                cell += f" [yellow](n={int(n)}/{int(total)})[/]"
+            cells.append(cell)
+        table.add_row(judge, *cells)
+    return table
+
+
+ACCOUNTING_COLUMNS = ("calls", "cached", "offline", "failed", "retries", "truncated")
+
+
+def accounting_table(accounting: dict[str, dict[str, dict[str, float]]]) -> Table | None:
+    """LLM work per step; None when everything ran offline (nothing to account for)."""
+    rows = [(who, step, f) for who, steps in accounting.items() for step, f in steps.items() if step != "total"]
+    if all(f["calls"] + f["cached"] == 0 for _, _, f in rows):
+        return None
+    table = Table(title="LLM steps", title_justify="left")
+    for col in ("who", "step", *ACCOUNTING_COLUMNS, "tokens in/out", "cost $", "p50 s", "p95 s"):
+        table.add_column(col, justify="left" if col in ("who", "step") else "right")
+    for who, step, f in rows:
+        table.add_row(
+            who,
+            step,
+            *(str(int(f[k])) for k in ACCOUNTING_COLUMNS),
+            f"{int(f['tokens_in'])}/{int(f['tokens_out'])}",
+            f"{f['cost_usd']:.4f}",
+            f"{f['latency_p50_s']:.2f}",
+            f"{f['latency_p95_s']:.2f}",
+        )
+    return table
+
+
+def comparison_table(report: ComparisonReport) -> Table:
+    a, b = report.a.version, report.b.version
+    table = Table(
+        title=f"{a} vs {b}  (golden {report.b.golden_digest}, judge {report.b.judge_identity})",
+        title_justify="left",
+        caption="Δ = b − a; interval: paired bootstrap 95%; * = excludes 0",
+        caption_justify="left",
+    )
+    for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "n"):
+        table.add_column(col, justify="left" if col in ("metric", "scope") else "right", no_wrap=True)
+    order = {name: i for i, name in enumerate(dict.fromkeys(r.metric for r in report.rows))}
+    for row in sorted(report.rows, key=lambda r: (order[r.metric], r.scope != m.ALL, r.scope)):
+        d = row.diff
+        colour = "green" if d.significant and d.delta > 0 else "red" if d.significant else ""
+        delta = f"[{colour}]{d.delta:+.2f}*[/]" if colour else f"{d.delta:+.2f}"
+        n = f"{d.n}" if not row.partial else f"[yellow]{d.n}/{row.items_total}[/]"
+        table.add_row(
+            row.metric if row.scope == m.ALL else "",
+            row.scope,
+            f"{d.mean_a:.3f}",
+            f"{d.mean_b:.3f}",
+            delta,
+            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
+            f"{d.p_value:.3f}",
+            n,
+            end_section=row.scope == m.TYPES[-1],
+        )
+    return table
+
+
+def moved_items_table(report: ComparisonReport, limit: int) -> Table | None:
+    moved = [c for c in report.changes if c.metric == "correctness"][:limit]
+    if not moved:
+        return None
+    table = Table(title="items that moved (correctness)", title_justify="left")
+    for col in ("item", "type", report.a.version, report.b.version, "question"):
+        table.add_column(col)
+    for c in moved:
+        colour = "green" if c.delta > 0 else "red"
+        table.add_row(c.id, c.type, f"{c.a:g}", f"[{colour}]{c.b:g}[/]", c.question)
+    return table
+
+
+def comparison_text(a: RunSummary, b: RunSummary, rows: list[MetricRow], changes: list[ItemChange]) -> str:
+    """Plain-text comparison (logged as ``comparison.md``)."""
+    lines = [f"{a.version} ({a.run_id}) vs {b.version} ({b.run_id})", ""]
+    lines.append(f"{'metric':<20}{'scope':<8}{a.version:>8}{b.version:>8}{'delta':>9}  95% CI            p      n")
+    for r in rows:
+        d = r.diff
+        lines.append(
+            f"{r.metric:<20}{r.scope:<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
+            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_value:.3f}  {d.n}/{r.items_total}"
+        )
+    lines += ["", "items that moved (correctness):"]
+    lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
+    return "\n".join(lines)
+
+
+def decision_lines(d: Decision) -> list[str]:
+    """The rule, the paired figures, each gate and the verdict, as printed by ``ragtrack promote``."""
+    lines = [f"rule: {d.rule}"]
+    f = d.figures
+    if f.get("champion_correctness") is not None:
+        lines.append(
+            f"correctness  {d.champion}: {f['champion_correctness']:.3f}   {d.version}: "
+            f"{f['challenger_correctness_paired']:.3f}   Δ {f['correctness_delta']:+.3f} "
+            f"[{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}]"
+        )
+        lines.append(
+            f"groundedness {d.champion}: {f['champion_groundedness']:.3f}   {d.version}: "
+            f"{f['challenger_groundedness_paired']:.3f}   Δ {f['groundedness_delta']:+.3f}"
+        )
+    for gate in d.gates:
+        mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
+        lines.append(f"gate {gate.metric} >= {gate.minimum:g}: {fmt(gate.value)} {mark}")
+    colour = "green" if d.promoted else "red"
+    lines.append(f"[bold {colour}]{d.summary()}[/]")
+    lines.append(f"decision recorded in run {d.decision_run_id}")
+    return lines
+
+
+def versions_table(rows: list[VersionRow]) -> Table:
+    table = Table(title_justify="left")
+    for col in ("version", "model", "spec", "golden", "judge", "recall", "mrr", "correct", "ground", "run"):
+        table.add_column(col, no_wrap=True)
+    for row in rows:
+        label = f"{row.version} [bold green]★[/]" if row.champion else row.version
+        if not row.last_evals:
+            table.add_row(label, row.model_version, row.spec_hash[:8], "—", "—", "", "", "", "", "no eval yet")
+        for n, run in enumerate(row.last_evals):
+            metrics = run.metrics
+            judge = run.judge_identity.split("|")[0] + ("*" if run.substituted else "")
+            table.add_row(
+                label if n == 0 else "",
+                row.model_version if n == 0 else "",
+                row.spec_hash[:8] if n == 0 else "",
+                run.golden_digest[:8],
+                judge,
+                fmt(metrics.get("context_recall")),
+                fmt(metrics.get("mrr")),
+                fmt(metrics.get("correctness"), 2),
+                fmt(metrics.get("groundedness"), 2),
+                run.run_id[:8],
+            )
+    return table
+
+
+def calibration_table(report: CalibrationReport) -> Table:
+    table = Table(
+        title=f"judge {report.judge} vs human labels",
+        title_justify="left",
+        caption="exact / within-one: share of scored cases; n: scored of labelled; "
+        "spearman —: undefined, one side constant",
+        caption_justify="left",
+    )
+    for col in ("judge", "scope", "n", "exact", "within 1", "spearman"):
+        table.add_column(col, justify="left" if col in ("judge", "scope") else "right")
+    for scope, agreements in report.agreements.items():
+        for a in agreements:
+            n = f"{a.n}" if not a.errors else f"[yellow]{a.n}/{a.n + a.errors}[/]"
+            table.add_row(a.judge, scope, n, f"{a.exact:.2f}", f"{a.within_one:.2f}", fmt(a.spearman, 2))
+    return table
+
+
+def score_spread_lines(report: CalibrationReport) -> list[str]:
+    """What each judge said, level by level: a judge that always says 5 can look fine on agreement alone."""
+    lines = []
+    for name, scores in report.predictions.items():
+        given = [s for s in scores if s is not None]
+        spread = "  ".join(f"{level}:{given.count(level)}" for level in range(1, 6))
+        lines.append(f"  {name:<13} scores given  {spread}")
+    return lines
+
+
+def stats_table(stats: dict) -> Table:
+    table = Table(show_header=False)
+    for key, value in stats.items():
+        if isinstance(value, dict):
+            text = ", ".join(f"{k}: {v}" for k, v in value.items())
+        else:
+            text = f"{value:.2f}" if isinstance(value, float) else str(value)
+        table.add_row(key, text)
+    return table
