@@ -91,6 +91,22 @@ class EvalSession:
     build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """How to run an eval (every field is an ``evaluate`` keyword, with the same meaning)."""
+
+    root: str | Path = "."
+    golden_path: str | None = None
+    corpus_path: str | None = None
+    limit: int | None = None
+    llm: str | None = None
+    judge: str | None = None
+    judge_language: str | None = None
+    tracking_uri: str | None = None
+    use_cache: bool = True
+    fresh: bool = False
+
+
 def evaluate(
     version: str,
     *,
@@ -108,99 +124,53 @@ def evaluate(
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
 
-    An interrupted eval resumes from its checkpoint when started again with the
-    same inputs (``fresh=True`` starts over).
+    ``llm`` replaces the LLM of a pipeline's steps, ``judge`` the judges' (both:
+    ``offline``, ``openai:<model>``, ``local:<path>`` or a profile); ``limit``
+    takes the first N items (a different golden digest). An interrupted eval
+    resumes from its checkpoint when started again with the same inputs
+    (``fresh=True`` starts over).
     """
     progress = progress or Progress()
-    session = prepare_eval(
-        version,
-        root=root,
-        golden_path=golden_path,
-        corpus_path=corpus_path,
-        limit=limit,
-        llm=llm,
-        judge=judge,
-        judge_language=judge_language,
-        tracking_uri=tracking_uri,
-        use_cache=use_cache,
-        fresh=fresh,
-        progress=progress,
+    options = EvalOptions(
+        root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh
     )
+    session = prepare_eval(version, options, progress)
     outcome = run_eval(session, progress)
     progress.on_stage("logging to MLflow")
     return finish_eval(session, outcome)
 
 
-def prepare_eval(
-    version: str,
-    *,
-    root: str | Path = ".",
-    golden_path: str | None = None,
-    corpus_path: str | None = None,
-    limit: int | None = None,
-    llm: str | None = None,
-    judge: str | None = None,
-    judge_language: str | None = None,
-    tracking_uri: str | None = None,
-    use_cache: bool = True,
-    fresh: bool = False,
-    progress: Progress | None = None,
-) -> EvalSession:
+def prepare_eval(version: str, options: EvalOptions, progress: Progress | None = None) -> EvalSession:
     """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
-    progress = progress or Progress()
-    config = load_config(root)
+    o, progress = options, progress or Progress()
+    config = load_config(o.root)
     spec = load_spec(version, config.path(config.project.pipelines), config.root)
-    if llm is not None:
+    if o.llm is not None:
         if spec.kind != "pipeline":
             raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
-        spec = spec.with_values({"llm": {"model": llm}})
+        spec = spec.with_values({"llm": {"model": o.llm}})
     progress.on_stage("loading corpus and golden set")
-    corpus, golden = load_inputs(config, corpus_path, golden_path)
-    golden = golden.limit(limit)
-    store = open_store(config, tracking_uri)
+    corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
+    golden = golden.limit(o.limit)
+    store = open_store(config, o.tracking_uri)
     min_overlap = config.eval.min_overlap
-    language = judge_language or golden.language
-    panel = JudgePanel.create(
-        make_llm(judge or config.eval.judge, config, use_cache=use_cache), language, config.eval.judge_max_tokens
-    )
+    language = o.judge_language or golden.language
+    judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
+    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
 
     progress.on_stage(f"building {spec.name} (index, models)")
-    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, use_cache))
-    model = ensure_version_model(store, spec, str(corpus.source), str(Path(root).resolve()))
+    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache))
+    model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))
 
     key = hashlib.sha256(
         "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
     ).hexdigest()[:16]
     checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
-    if fresh:
+    if o.fresh:
         checkpoint.remove()
     header, done, build_usage = checkpoint.load()
-    params = runs.eval_params(
-        version=spec.name,
-        spec_hash=spec.hash,
-        model_version=model.version,
-        golden_source=golden.source,
-        golden_digest=golden.digest,
-        golden_items=len(golden),
-        corpus_digest=corpus.digest,
-        corpus_passages=len(corpus),
-        judge=panel.label,
-        judge_identity=panel.identity,
-        judge_language=language,
-        min_overlap=min_overlap,
-        agent={"agent_kind": spec.kind, **agent.describe()},
-        spec=spec.params(),
-    )
-    tags = runs.eval_tags(
-        version=spec.name,
-        agent_kind=spec.kind,
-        spec_hash=spec.hash,
-        golden_digest=golden.digest,
-        judge_identity=panel.identity,
-        substituted=agent.substituted,
-        model_version=model.version,
-        model_id=model.model_id,
-    )
+    params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
+    tags = runs.eval_tags(spec, golden, panel, agent, model)
     run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
     checkpoint.start({"run_id": run_id, "version": spec.name})
     checkpoint.add_build(agent.setup.usage)

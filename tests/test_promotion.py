@@ -210,16 +210,14 @@ def log_eval(store, version, correctness, groundedness=None, *, digest="g1", jud
         )
         model_version = str(mv.version)
     recs = records(correctness, groundedness)
-    tags = runs.eval_tags(
-        version=version,
-        agent_kind="pipeline",
-        spec_hash="h",
-        golden_digest=digest,
-        judge_identity=judge,
-        substituted=False,
-        model_version=model_version,
-        model_id="m",
-    )
+    tags = {  # what a real eval run carries, forged around hand-chosen scores
+        Tag.KIND: "eval",
+        Tag.VERSION: version,
+        Tag.GOLDEN_DIGEST: digest,
+        Tag.JUDGE_IDENTITY: judge,
+        Tag.SUBSTITUTED: "false",
+        Tag.MODEL_VERSION: model_version,
+    }
     run_id = store.start_run(f"eval {version}", {"mapping_min_overlap": "0.5"}, tags)
     store.log_metrics(run_id, aggregate(recs, ("correctness", "groundedness")))
     runs.log_items(store, run_id, recs)

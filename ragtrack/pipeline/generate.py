@@ -129,10 +129,18 @@ class OutlineStep(Step[OutlineInput, tuple[str, ...]]):
 
 @dataclass
 class Generation:
-    answer: str
+    answer: str = ""
     outline: tuple[str, ...] = ()
     errors: list[str] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
+
+    def run(self, llm: LLM, step: Step, inp: object) -> object | None:
+        """Run one step, keeping its usage and, when it fails, its error; returns its value (None on error)."""
+        result = llm.run(step, inp)
+        self.usage[step.name] = result.usage
+        if not result.ok:
+            self.errors.append(f"{step.name}: {result.error}")
+        return result.value
 
 
 class DirectGenerator:
@@ -150,14 +158,11 @@ class DirectGenerator:
         )
 
     def generate(self, question: str, contexts: list[Chunk]) -> Generation:
-        return self._answer(question, contexts, Generation(""))
+        return self._answer(question, contexts, Generation())
 
     def _answer(self, question: str, contexts: list[Chunk], out: Generation) -> Generation:
-        result = self.llm.run(self.answer_step, AnswerInput(question, tuple(c.text for c in contexts), out.outline))
-        out.usage[self.answer_step.name] = result.usage
-        if not result.ok:
-            out.errors.append(f"answer: {result.error}")
-        out.answer = result.value or ""
+        inp = AnswerInput(question, tuple(c.text for c in contexts), out.outline)
+        out.answer = out.run(self.llm, self.answer_step, inp) or ""
         return out
 
 
@@ -175,12 +180,7 @@ class OutlineGenerator(DirectGenerator):
         )
 
     def generate(self, question: str, contexts: list[Chunk]) -> Generation:
-        out = Generation("")
+        out = Generation()
         topics = tuple(tuple(c.metadata.get("topics", ())) for c in contexts)
-        result = self.llm.run(self.outline_step, OutlineInput(question, topics))
-        out.usage[self.outline_step.name] = result.usage
-        if result.ok:
-            out.outline = result.value
-        else:
-            out.errors.append(f"outline: {result.error}")
+        out.outline = out.run(self.llm, self.outline_step, OutlineInput(question, topics)) or ()
         return self._answer(question, contexts, out)

@@ -21,71 +21,60 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import mlflow
 
+from ragtrack.agent import Agent
+from ragtrack.corpus import Corpus
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.golden import GoldenSet
 from ragtrack.records import ItemRecord
+from ragtrack.spec import LoadedSpec
+from ragtrack.tracking.models import ModelRef
 from ragtrack.tracking.store import Param, Store, Tag
 
 log = logging.getLogger(__name__)
 
 
-def eval_tags(
-    *,
-    version: str,
-    agent_kind: str,
-    spec_hash: str,
-    golden_digest: str,
-    judge_identity: str,
-    substituted: bool,
-    model_version: str,
-    model_id: str,
-) -> dict[str, str]:
+def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Agent, model: ModelRef) -> dict[str, str]:
     """The tags compare/promote/versions search eval runs by."""
     return {
         Tag.KIND: "eval",
-        Tag.VERSION: version,
-        Tag.AGENT_KIND: agent_kind,
-        Tag.SPEC_HASH: spec_hash,
-        Tag.GOLDEN_DIGEST: golden_digest,
-        Tag.JUDGE_IDENTITY: judge_identity,
-        Tag.SUBSTITUTED: str(substituted).lower(),
-        Tag.MODEL_VERSION: model_version,
-        Tag.MODEL_ID: model_id,
+        Tag.VERSION: spec.name,
+        Tag.AGENT_KIND: spec.kind,
+        Tag.SPEC_HASH: spec.hash,
+        Tag.GOLDEN_DIGEST: golden.digest,
+        Tag.JUDGE_IDENTITY: panel.identity,
+        Tag.SUBSTITUTED: str(agent.substituted).lower(),
+        Tag.MODEL_VERSION: model.version,
+        Tag.MODEL_ID: model.model_id,
     }
 
 
 def eval_params(
-    *,
-    version: str,
-    spec_hash: str,
-    model_version: str,
-    golden_source: str,
-    golden_digest: str,
-    golden_items: int,
-    corpus_digest: str,
-    corpus_passages: int,
-    judge: str,
-    judge_identity: str,
-    judge_language: str,
+    spec: LoadedSpec,
+    corpus: Corpus,
+    golden: GoldenSet,
+    panel: JudgePanel,
+    agent: Agent,
+    model: ModelRef,
     min_overlap: float,
-    agent: dict[str, str],
-    spec: dict[str, str],
 ) -> dict[str, str]:
     """An eval run's params: inputs, judge, what the agent ran with, and its spec (``spec.*``)."""
     return {
-        "version": version,
-        "spec_hash": spec_hash,
-        "model_version": model_version,
-        "golden_path": golden_source,
-        "golden_digest": golden_digest,
-        "golden_items": str(golden_items),
-        "corpus_digest": corpus_digest,
-        "corpus_passages": str(corpus_passages),
-        "judge": judge,
-        "judge_identity": judge_identity,
-        "judge_language": judge_language,
+        "version": spec.name,
+        "spec_hash": spec.hash,
+        "model_version": model.version,
+        "golden_path": golden.source,
+        "golden_digest": golden.digest,
+        "golden_items": str(len(golden)),
+        "corpus_digest": corpus.digest,
+        "corpus_passages": str(len(corpus)),
+        "judge": panel.label,
+        "judge_identity": panel.identity,
+        "judge_language": panel.language,
         Param.MIN_OVERLAP: str(min_overlap),
-        **agent,
-        **{f"spec.{k}": v for k, v in spec.items() if k != "spec_hash"},
+        "agent_kind": spec.kind,
+        **agent.describe(),
+        **{f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"},
     }
 
 
