@@ -1,0 +1,43 @@
+"""The Python API: what the CLI calls, and what users can import.
+
+    from ragtrack.api import evaluate, compare, promote
+    report = evaluate("v5")
+    print(report.metrics["correctness"], report.run_id)
+
+One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
+:mod:`~ragtrack.api.decisions` (compare, promote, versions),
+:mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
+(golden set tools) and :mod:`~ragtrack.api.project` (the MLflow UI). Names
+are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
+the retrieval stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_HOMES = {
+    "evaluation": [
+        "EvalOptions",
+        "EvalReport",
+        "EvalSession",
+        "Progress",
+        "evaluate",
+        "finish_eval",
+        "load_inputs",
+        "prepare_eval",
+        "run_eval",
+    ],
+    "decisions": ["ComparisonReport", "VersionRow", "compare", "promote", "versions"],
+    "judging": ["CalibrationReport", "calibrate"],
+    "golden": ["golden_stats", "retire", "retirement_candidates", "validate_golden"],
+    "project": ["ui_command"],
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(importlib.import_module(f"ragtrack.api.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'ragtrack.api' has no attribute {name!r}")

@@ -1,0 +1,123 @@
+"""Deciding between versions: compare two, promote one, list them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragtrack.api.evaluation import load_inputs
+from ragtrack.config import load_config
+from ragtrack.errors import RagtrackError
+from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems, compare_records
+from ragtrack.evaluation.promotion import Decision, Rule
+from ragtrack.records import RunSummary
+from ragtrack.tracking.compare import log_comparison
+from ragtrack.tracking.promotion import promote as promote_in_store
+from ragtrack.tracking.store import Tag, open_store
+
+
+@dataclass
+class ComparisonReport:
+    a: RunSummary
+    b: RunSummary
+    rows: list[MetricRow]
+    changes: list[ItemChange]
+    run_id: str
+    warnings: list[str]
+
+
+def compare(
+    version_a: str,
+    version_b: str,
+    *,
+    root: str | Path = ".",
+    golden_path: str | None = None,
+    tracking_uri: str | None = None,
+    allow_incomparable: bool = False,
+    log: bool = True,
+) -> ComparisonReport:
+    """The latest comparable eval runs of two versions, side by side with paired statistics.
+
+    B's latest complete run picks the golden digest and judge (or ``golden_path``
+    does); A's latest run with the same ones is its partner.
+    """
+    from ragtrack.report import comparison_text
+
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
+    b = store.latest_eval(version_b, digest)
+    try:
+        a = store.latest_eval(version_a, b.golden_digest, b.judge_identity)
+    except RagtrackError:
+        if not allow_incomparable:
+            raise RagtrackError(
+                f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
+                f"(digest {b.golden_digest}, judge {b.judge_identity}); run: ragtrack eval --version {version_a} "
+                f"with the same --golden and --judge"
+            ) from None
+        a = store.latest_eval(version_a)
+    warnings = comparability_problems(a, b)
+    if a.substituted or b.substituted:
+        warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
+    rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
+    if any(r.partial for r in rows if r.scope == "all"):
+        warnings.append("some judge means cover fewer than all items (judge errors): see n")
+    run_id = log_comparison(store, a, b, rows, changes, comparison_text(a, b, rows, changes)) if log else ""
+    return ComparisonReport(a, b, rows, changes, run_id, warnings)
+
+
+def promote(
+    version: str,
+    *,
+    root: str | Path = ".",
+    tracking_uri: str | None = None,
+    margin: float = 0.0,
+    tolerance: float = 0.0,
+    require_significance: bool = False,
+    allow_substitutes: bool = False,
+    allow_partial: bool = False,
+    dry_run: bool = False,
+) -> Decision:
+    """Apply the promotion rule to ``version``'s latest eval; moves the ``champion`` alias on success."""
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
+    return promote_in_store(store, version, rule, dry_run=dry_run, lock_dir=config.cache_dir)
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    version: str
+    model_version: str
+    spec_hash: str
+    champion: bool
+    last_evals: list[RunSummary]  # newest per golden digest
+
+
+def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
+    """Every registered version (newest model version each), its last eval per golden digest."""
+    config = load_config(root)
+    store = open_store(config, tracking_uri)
+    champion = store.champion()
+    newest: dict[str, object] = {}
+    for mv in store.model_versions():  # newest first
+        newest.setdefault(mv.tags.get(Tag.VERSION, "?"), mv)
+    evals = store.eval_runs()
+    rows = []
+    for name in sorted(newest):
+        mv = newest[name]
+        per_digest: dict[str, RunSummary] = {}
+        for run in evals:
+            if run.version == name:
+                per_digest.setdefault(run.golden_digest, run)
+        rows.append(
+            VersionRow(
+                name,
+                str(mv.version),
+                mv.tags.get(Tag.SPEC_HASH, ""),
+                bool(champion and champion[0] == str(mv.version)),
+                list(per_digest.values()),
+            )
+        )
+    return rows

@@ -1,0 +1,229 @@
+"""Evaluating a version: answer every golden item, score it, log an MLflow run.
+
+``evaluate`` is three steps a script can also take one by one:
+:func:`prepare_eval` (inputs, store, agent, judges, the run),
+:func:`run_eval` (the items, checkpointed) and :func:`finish_eval`
+(aggregate, diagnose, log).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragtrack.agent import Agent, AgentContext, build_agent
+from ragtrack.config import ProjectConfig, load_config
+from ragtrack.corpus import Corpus, load_corpus
+from ragtrack.errors import RagtrackError
+from ragtrack.evaluation.aggregate import aggregate
+from ragtrack.evaluation.diagnosis import Finding, diagnose, render
+from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, run_items
+from ragtrack.golden import GoldenSet, load_golden
+from ragtrack.llm import make_llm
+from ragtrack.llm.accounting import Accounting, Usage
+from ragtrack.records import ItemRecord
+from ragtrack.spec import LoadedSpec, load_spec
+from ragtrack.tracking import runs
+from ragtrack.tracking.models import ModelRef, ensure_version_model
+from ragtrack.tracking.store import Store, open_store
+
+
+@dataclass
+class EvalReport:
+    version: str
+    run_id: str
+    tracking_uri: str
+    model_version: str
+    metrics: dict[str, float]
+    records: list[ItemRecord]
+    accounting: dict[str, dict[str, dict[str, float]]]  # "agent"/"judge" → step → figures
+    findings: list[Finding]
+    params: dict[str, str]
+    resumed: int = 0
+    stopped_early: str | None = None
+    setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped_early is None
+
+
+@dataclass
+class Progress:
+    """Callbacks the CLI uses to draw its progress bar (all optional)."""
+
+    on_stage: Callable[[str], None] = lambda stage: None
+    on_start: Callable[[int, int], None] = lambda total, resumed: None
+    on_item: Callable[[ItemRecord], None] = lambda record: None
+
+
+def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str | None) -> tuple[Corpus, GoldenSet]:
+    corpus = load_corpus(corpus_path or config.path(config.project.corpus))
+    golden = load_golden(golden_path or config.path(config.project.golden), corpus)
+    return corpus, golden
+
+
+@dataclass
+class EvalSession:
+    """Everything an eval needs before its first item: inputs, agent, judges, the open run."""
+
+    spec: LoadedSpec
+    corpus: Corpus
+    golden: GoldenSet
+    agent: Agent
+    panel: JudgePanel
+    store: Store
+    model: ModelRef
+    checkpoint: Checkpoint
+    run_id: str
+    params: dict[str, str]
+    done: dict[str, ItemRecord] = field(default_factory=dict)  # items finished by an earlier process
+    build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How to run an eval (every field is an ``evaluate`` keyword, with the same meaning)."""
+
+    root: str | Path = "."
+    golden_path: str | None = None
+    corpus_path: str | None = None
+    limit: int | None = None
+    llm: str | None = None
+    judge: str | None = None
+    judge_language: str | None = None
+    tracking_uri: str | None = None
+    use_cache: bool = True
+    fresh: bool = False
+
+
+def evaluate(
+    version: str,
+    *,
+    root: str | Path = ".",
+    golden_path: str | None = None,
+    corpus_path: str | None = None,
+    limit: int | None = None,
+    llm: str | None = None,
+    judge: str | None = None,
+    judge_language: str | None = None,
+    tracking_uri: str | None = None,
+    use_cache: bool = True,
+    fresh: bool = False,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Answer every golden item with ``version``, score it and log an MLflow run.
+
+    ``llm`` replaces the LLM of a pipeline's steps, ``judge`` the judges' (both:
+    ``offline``, ``openai:<model>``, ``local:<path>`` or a profile); ``limit``
+    takes the first N items (a different golden digest). An interrupted eval
+    resumes from its checkpoint when started again with the same inputs
+    (``fresh=True`` starts over).
+    """
+    progress = progress or Progress()
+    options = EvalOptions(
+        root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh
+    )
+    session = prepare_eval(version, options, progress)
+    outcome = run_eval(session, progress)
+    progress.on_stage("logging to MLflow")
+    return finish_eval(session, outcome)
+
+
+def prepare_eval(version: str, options: EvalOptions, progress: Progress | None = None) -> EvalSession:
+    """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
+    o, progress = options, progress or Progress()
+    config = load_config(o.root)
+    spec = load_spec(version, config.path(config.project.pipelines), config.root)
+    if o.llm is not None:
+        if spec.kind != "pipeline":
+            raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
+        spec = spec.with_values({"llm": {"model": o.llm}})
+    progress.on_stage("loading corpus and golden set")
+    corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
+    golden = golden.limit(o.limit)
+    store = open_store(config, o.tracking_uri)
+    min_overlap = config.eval.min_overlap
+    language = o.judge_language or golden.language
+    judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
+    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
+
+    progress.on_stage(f"building {spec.name} (index, models)")
+    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache))
+    model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))
+
+    key = hashlib.sha256(
+        "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
+    ).hexdigest()[:16]
+    checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
+    if o.fresh:
+        checkpoint.remove()
+    header, done, build_usage = checkpoint.load()
+    params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
+    tags = runs.eval_tags(spec, golden, panel, agent, model)
+    run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
+    checkpoint.start({"run_id": run_id, "version": spec.name})
+    checkpoint.add_build(agent.setup.usage)
+    for step, usage in agent.setup.usage.items():
+        build_usage.setdefault(step, Usage()).add(usage)
+    return EvalSession(spec, corpus, golden, agent, panel, store, model, checkpoint, run_id, params, done, build_usage)
+
+
+def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
+    """Answer and score every item not finished yet; the run is ended as KILLED if this raises."""
+    progress = progress or Progress()
+    golden = session.golden
+    progress.on_start(len(golden), len([i for i in golden.items if i.id in session.done]))
+    try:
+        return run_items(
+            golden,
+            session.agent,
+            session.panel,
+            done=session.done,
+            checkpoint=session.checkpoint,
+            on_item=progress.on_item,
+        )
+    except BaseException:
+        session.store.finish_run(session.run_id, complete=False)
+        raise
+
+
+def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
+    """Aggregate, diagnose and log the run; the checkpoint goes once the run is complete."""
+    records = outcome.records
+    metrics = aggregate(records)
+    accounting = {
+        "agent": Accounting.of([session.build_usage, *(r.usage.get("agent", {}) for r in records)]).summary(),
+        "judge": Accounting.of(r.usage.get("judge", {}) for r in records).summary(),
+    }
+    for who, steps_summary in accounting.items():
+        for step, figures in steps_summary.items():
+            for name, value in figures.items():
+                metrics[f"llm/{who}/{step}/{name}"] = value
+    metrics["llm/peak_in_flight"] = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
+
+    findings = diagnose(metrics, records)
+    runs.record_eval(
+        session.store, session.run_id, session.model.model_id, records, metrics, render(findings), accounting
+    )
+    complete = outcome.stopped_early is None and len(records) == len(session.golden)
+    session.store.finish_run(session.run_id, complete)
+    if complete:
+        session.checkpoint.remove()
+    return EvalReport(
+        version=session.spec.name,
+        run_id=session.run_id,
+        tracking_uri=session.store.tracking_uri,
+        model_version=session.model.version,
+        metrics=metrics,
+        records=records,
+        accounting=accounting,
+        findings=findings,
+        params=session.params,
+        resumed=outcome.resumed,
+        stopped_early=outcome.stopped_early,
+        setup=session.agent.setup.summary,
+    )

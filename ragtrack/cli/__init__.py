@@ -1,0 +1,89 @@
+"""The ``ragtrack`` command line: a thin shell over :mod:`ragtrack.api`, rendered by :mod:`ragtrack.report`.
+
+This module holds the command group, its options and its error handling; each
+group of commands lives in a module of its own and imports the API only when
+it runs, so ``ragtrack --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+import click
+from rich.console import Console
+
+from ragtrack.errors import RagtrackError
+
+console = Console(stderr=False)
+err = Console(stderr=True)
+MACHINE_WIDTH = 1000  # columns when not printing to a terminal
+
+LLM_HELP = "offline (heuristic judges), openai:<model>, local:<path|smollm2> or a profile from ragtrack.toml."
+
+
+def _quiet_libraries() -> None:
+    """MLflow, transformers and friends are chatty; ragtrack prints what matters."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("mlflow", "alembic", "transformers", "sentence_transformers", "httpx", "faiss", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("ragtrack").setLevel(logging.WARNING)
+
+
+class _Group(click.Group):
+    """Every error a user can cause is one line on stderr and exit status 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except RagtrackError as e:
+            click.echo(f"error: {e}", err=True)  # plain: paths with file:line must not be wrapped
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="ragtrack")
+@click.option(
+    "--root",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Project root (holds pipelines/, golden/, mlruns/, ragtrack.toml).",
+)
+@click.pass_context
+def main(ctx: click.Context, root: str) -> None:
+    """Prove that version N+1 of your RAG agent is better than version N.
+
+    \b
+    Typical session:
+      ragtrack golden validate          # check the golden set against the corpus
+      ragtrack eval --version v1        # answer + score every golden item, log to MLflow
+      ragtrack eval --version v5
+      ragtrack compare v1 v5            # side by side, per type, with confidence intervals
+      ragtrack promote v5               # move the 'champion' alias if v5 wins
+      ragtrack ui                       # open the MLflow UI on this project's store
+    """
+    _quiet_libraries()
+    for c in (console, err):
+        if not c.is_terminal:  # a pipe or a CI log: print tables whole, never cut to 80 columns
+            c.width = MACHINE_WIDTH
+    ctx.obj = {"root": root}
+
+
+def show(*renderables) -> None:
+    """Print each table that exists (report functions return None when there is nothing to show)."""
+    for r in renderables:
+        if r is not None:
+            console.print(r)
+
+
+# Each module adds its commands to ``main``.
+from ragtrack.cli import decisions, evaluate, golden, judge, project  # noqa: E402, F401

@@ -1,0 +1,5 @@
+"""``python -m ragtrack.cli``."""
+
+from ragtrack.cli import main
+
+main()

@@ -1,0 +1,94 @@
+"""``ragtrack compare``, ``promote`` and ``versions``: deciding between versions."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ragtrack.cli import console, err, main, show
+
+
+@main.command()
+@click.argument("version_a")
+@click.argument("version_b")
+@click.option("--golden", "golden_path", type=click.Path(dir_okay=False), help="Compare runs on this golden set.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
+@click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
+@click.pass_context
+def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable):
+    """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
+    difference with a 95% bootstrap interval and a permutation p-value, and the items
+    that got better or worse. Logged as a comparison run with a per-type plot.
+    """
+    from ragtrack import report as view
+    from ragtrack.api import compare as run_compare
+
+    report = run_compare(
+        version_a,
+        version_b,
+        root=ctx.obj["root"],
+        golden_path=golden_path,
+        tracking_uri=tracking_uri,
+        allow_incomparable=allow_incomparable,
+    )
+    show(view.comparison_table(report), view.moved_items_table(report, show_items))
+    for w in report.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
+
+
+@main.command()
+@click.argument("version")
+@click.option("--dry-run", is_flag=True, help="Decide and report, but do not move the alias or tag versions.")
+@click.option("--margin", default=0.0, show_default=True, help="Correctness must beat the champion by more than this.")
+@click.option("--tolerance", default=0.0, show_default=True, help="Groundedness may drop by at most this.")
+@click.option(
+    "--require-significance", is_flag=True, help="Also require the 95% CI of the correctness gain to exclude 0."
+)
+@click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
+@click.option("--allow-partial", is_flag=True, help="Accept judge means that cover fewer than all items.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def promote(
+    ctx, version, dry_run, margin, tolerance, require_significance, allow_substitutes, allow_partial, tracking_uri
+):
+    """Make VERSION the champion if it beats the current one on correctness without
+    regressing groundedness (same golden set, same judge). Exit status 0 when promoted
+    (or, with --dry-run, when it would be), 1 when refused — usable as a CI gate.
+    """
+    from ragtrack import report as view
+    from ragtrack.api import promote as run_promote
+
+    decision = run_promote(
+        version,
+        root=ctx.obj["root"],
+        tracking_uri=tracking_uri,
+        margin=margin,
+        tolerance=tolerance,
+        require_significance=require_significance,
+        allow_substitutes=allow_substitutes,
+        allow_partial=allow_partial,
+        dry_run=dry_run,
+    )
+    for line in view.decision_lines(decision):
+        console.print(line, highlight=False)
+    sys.exit(0 if decision.promoted else 1)
+
+
+@main.command()
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def versions(ctx, tracking_uri):
+    """Registered versions, their model version and spec hash, the last eval per golden
+    set with its key metrics, and which one is the champion."""
+    from ragtrack import report as view
+    from ragtrack.api import versions as list_versions
+
+    rows = list_versions(root=ctx.obj["root"], tracking_uri=tracking_uri)
+    if not rows:
+        console.print("no versions registered yet; run: ragtrack eval --version v1")
+        return
+    console.print(view.versions_table(rows))
+    console.print("[dim]★ champion · judge* = substituted models in that run · IDs shortened[/]")
