@@ -221,7 +221,7 @@ def log_eval(store, version, correctness, groundedness=None, *, digest="g1", jud
     run_id = store.start_run(f"eval {version}", {"mapping_min_overlap": "0.5"}, tags)
     store.log_metrics(run_id, aggregate(recs, ("correctness", "groundedness")))
     runs.log_items(store, run_id, recs)
-    store.finish_run(run_id, complete=True)
+    store.finish_run(run_id)
     return run_id, model_version
 
 

@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,9 +129,23 @@ def evaluate(
         root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh
     )
     session = prepare_eval(version, options, progress)
-    outcome = run_eval(session, progress)
-    progress.on_stage("logging to MLflow")
-    return finish_eval(session, outcome)
+    with ends_run_on_error(session):
+        outcome = run_eval(session, progress)
+        progress.on_stage("logging to MLflow")
+        return finish_eval(session, outcome)
+
+
+@contextmanager
+def ends_run_on_error(session: EvalSession) -> Iterator[None]:
+    """Whatever stops the eval after its run started ends the run — KILLED for an interruption
+    (Ctrl-C, SIGTERM), FAILED for an error — and keeps the checkpoint, so the same command resumes."""
+    try:
+        yield
+    except BaseException as e:
+        status = "KILLED" if isinstance(e, KeyboardInterrupt | SystemExit) else "FAILED"
+        with suppress(Exception):  # the store may be what failed; the original error matters more
+            session.store.finish_run(session.run_id, status)
+        raise
 
 
 def prepare_eval(version: str, options: EvalOptions, progress: Progress | None = None) -> EvalSession:
@@ -159,9 +174,12 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
     ).hexdigest()[:16]
     checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
-    if o.fresh:
-        checkpoint.remove()
     header, done, build_usage = checkpoint.load()
+    if o.fresh:
+        if header.get("run_id") and store.run_status(header["run_id"]) == "RUNNING":
+            store.finish_run(header["run_id"], "KILLED")  # the interrupted run is closed, not left RUNNING
+        checkpoint.remove()
+        header, done, build_usage = {}, {}, {}
     params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
     tags = runs.eval_tags(spec, golden, panel, agent, model)
     run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
@@ -173,22 +191,18 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
 
 
 def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
-    """Answer and score every item not finished yet; the run is ended as KILLED if this raises."""
+    """Answer and score every item not finished yet (each one checkpointed as it finishes)."""
     progress = progress or Progress()
     golden = session.golden
     progress.on_start(len(golden), len([i for i in golden.items if i.id in session.done]))
-    try:
-        return run_items(
-            golden,
-            session.agent,
-            session.panel,
-            done=session.done,
-            checkpoint=session.checkpoint,
-            on_item=progress.on_item,
-        )
-    except BaseException:
-        session.store.finish_run(session.run_id, complete=False)
-        raise
+    return run_items(
+        golden,
+        session.agent,
+        session.panel,
+        done=session.done,
+        checkpoint=session.checkpoint,
+        on_item=progress.on_item,
+    )
 
 
 def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
@@ -210,7 +224,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         session.store, session.run_id, session.model.model_id, records, metrics, render(findings), accounting
     )
     complete = outcome.stopped_early is None and len(records) == len(session.golden)
-    session.store.finish_run(session.run_id, complete)
+    session.store.finish_run(session.run_id, "FINISHED" if complete else "KILLED")
     if complete:
         session.checkpoint.remove()
     return EvalReport(

@@ -85,5 +85,5 @@ def calibrate(
             "labels": {j: [c.labels.get(j) for c in cases] for j in JUDGES},
         },
     )
-    store.finish_run(run_id, complete=True)
+    store.finish_run(run_id)
     return CalibrationReport(judge, identity, by_scope, predictions, run_id)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 
 import click
@@ -38,15 +40,42 @@ def _quiet_libraries() -> None:
     logging.getLogger("ragtrack").setLevel(logging.WARNING)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interruption: the eval ends its run as KILLED and keeps its checkpoint."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 class _Group(click.Group):
     """Every error a user can cause is one line on stderr and exit status 2, never a traceback."""
 
     def invoke(self, ctx: click.Context):
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            click.echo("interrupted", err=True)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # Calls still in flight in worker threads are abandoned rather than awaited: everything
+            # worth keeping is already written (the checkpoint, the run's status).
+            os._exit(143 if isinstance(e, Terminated) else 130)
         except RagtrackError as e:
             click.echo(f"error: {e}", err=True)  # plain: paths with file:line must not be wrapped
             sys.exit(2)
+        except Exception as e:
+            # The tracking store failing mid-command (a server that went away, a refused write):
+            # one line, not MLflow's traceback. Anything else is a bug and keeps its traceback.
+            if type(e).__module__.startswith("mlflow"):
+                from ragtrack.secrets import redact
+
+                message = (getattr(e, "message", None) or str(e)).strip().split("\n", 1)[0][:300]
+                click.echo(f"error: tracking store: {redact(message)}", err=True)
+                sys.exit(2)
+            raise
 
 
 @click.group(cls=_Group)

@@ -85,6 +85,10 @@ def eval_cmd(ctx, version, golden_path, corpus_path, limit, llm, judge, judge_la
             fresh=fresh,
             progress=Hooks(on_stage, on_start, on_item),
         )
+    except KeyboardInterrupt:
+        if state["task"] is not None:
+            err.print("finished items are kept in the checkpoint; run the same command again to resume")
+        raise
     finally:
         if state["task"] is not None:
             bar.stop()

@@ -127,7 +127,9 @@ def run_items(
                 stopped = str(e)
                 break
     else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        interrupted = True
+        try:
             pending: set[Future] = set()
             queue = list(todo)
             while queue or pending:
@@ -144,5 +146,10 @@ def run_items(
                         stopped = stopped or str(e)
                 if stopped:
                     queue.clear()
+            interrupted = False
+        finally:
+            # Interrupted (Ctrl-C, an error): queued items are dropped and nobody waits for the calls
+            # in flight, so the process can stop in seconds; finished items are in the checkpoint.
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
     records = [done[i.id] for i in golden.items if i.id in done]
     return EvalOutcome(records=records, resumed=resumed, stopped_early=stopped)

@@ -45,25 +45,35 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+MAX_REPLY_CHARS = 200_000  # longer replies are runaways: read their head only
+MAX_TRIES = 20  # opening brackets tried as the start of a JSON value, per variant
+
+
+def _loads(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text)
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested beyond Python's stack
+        return False, None
+
+
 def extract_json(text: str) -> Any:
     """The first JSON object or array in ``text``; raises :class:`ParseError` when there is none."""
     if not text or not text.strip():
         raise ParseError("empty reply")
+    text = text[:MAX_REPLY_CHARS]
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
         for variant in (candidate, candidate.translate(_FULLWIDTH)):
-            try:
-                return json.loads(variant.strip())
-            except json.JSONDecodeError:
-                pass
-            for i, ch in enumerate(variant):
-                if ch in "{[":
-                    block = _balanced(variant, i)
-                    if block is not None:
-                        try:
-                            return json.loads(block)
-                        except json.JSONDecodeError:
-                            continue
+            ok, value = _loads(variant.strip())
+            if ok:
+                return value
+            starts = [i for i, ch in enumerate(variant) if ch in "{["][:MAX_TRIES]
+            for i in starts:
+                block = _balanced(variant, i)
+                if block is not None:
+                    ok, value = _loads(block)
+                    if ok:
+                        return value
     if "{" in text and "}" not in text[text.index("{") :]:
         raise ParseError("truncated JSON (no closing brace)")
     raise ParseError("no JSON object found")

@@ -79,5 +79,5 @@ def log_comparison(
         png = Path(tmp) / "per_type.png"
         per_type_plot(a, b, png)
         store.log_file(run_id, png)
-    store.finish_run(run_id, complete=True)
+    store.finish_run(run_id)
     return run_id

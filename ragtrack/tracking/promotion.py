@@ -74,7 +74,7 @@ def _record(store: Store, d: Decision) -> None:
     store.log_json(
         run_id, "decision.json", {**asdict(d), "gates": [{**asdict(g), "passed": g.passed} for g in d.gates]}
     )
-    store.finish_run(run_id, complete=True)
+    store.finish_run(run_id)
     d.decision_run_id = run_id
     if d.dry_run:
         return

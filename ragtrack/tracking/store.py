@@ -15,12 +15,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import mlflow
 from mlflow import MlflowClient
@@ -29,7 +32,7 @@ from mlflow.entities import Param as MlflowParam
 from mlflow.exceptions import MlflowException
 
 from ragtrack.config import ProjectConfig
-from ragtrack.errors import RagtrackError
+from ragtrack.errors import RagtrackError, StoreError
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
 
@@ -60,6 +63,72 @@ class Param:
     """Params that ragtrack reads back."""
 
     MIN_OVERLAP = "mapping_min_overlap"
+
+
+# Stores ragtrack can work with (MLflow's own list, minus Databricks-hosted ones it has no way to test).
+SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql")
+PROBE_TIMEOUT_S = 5.0
+PROBE_ATTEMPTS = 2
+
+
+def display_uri(uri: str) -> str:
+    """``uri`` without the credentials some users put in it (``postgresql://user:pw@host/db``)."""
+    return re.sub(r"//[^/@]*@", "//", uri)
+
+
+def check_store(uri: str) -> None:
+    """Fail fast, in one line, when the store is of an unsupported kind or does not answer.
+
+    MLflow itself retries an unreachable server for minutes before raising; a
+    short probe (a few seconds, one retry) answers the question "is it there"
+    before any work is done.
+    """
+    parts = urlsplit(uri)
+    scheme = parts.scheme.split("+", 1)[0]
+    if scheme not in SCHEMES:
+        raise StoreError(
+            f"unsupported tracking URI {display_uri(uri)!r}: use sqlite:///path/mlflow.db, http(s)://server:port "
+            "(an MLflow tracking server) or a database URI such as postgresql+psycopg2://user@host/db"
+        )
+    if scheme == "sqlite":
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create the store folder {folder}: {e.strerror or e}") from None
+        return
+    last = ""
+    for attempt in range(PROBE_ATTEMPTS):
+        try:
+            return _probe(uri, parts, scheme)
+        except OSError as e:
+            last = str(e) or type(e).__name__
+        if attempt + 1 < PROBE_ATTEMPTS:
+            time.sleep(1.0)
+    raise StoreError(
+        f"the tracking store {display_uri(uri)} does not answer ({last}); start it, or pass another --tracking-uri"
+    )
+
+
+def _probe(uri: str, parts, scheme: str) -> None:
+    """One short look at a remote store; raises OSError when it does not answer."""
+    if scheme in ("http", "https"):
+        import httpx
+
+        try:
+            response = httpx.get(uri.rstrip("/") + "/health", timeout=PROBE_TIMEOUT_S)
+        except httpx.HTTPError as e:
+            raise OSError(f"{type(e).__name__}: {e}") from None
+        if response.status_code in (200, 401, 403):  # 401/403: a server with access control, answering
+            return
+        if response.status_code >= 500:
+            raise OSError(f"HTTP {response.status_code}")
+        raise StoreError(
+            f"{display_uri(uri)} is not an MLflow tracking server (GET /health answered HTTP {response.status_code})"
+        )
+    port = parts.port or {"postgresql": 5432, "mysql": 3306, "mssql": 1433}[scheme]
+    with socket.create_connection((parts.hostname or "localhost", port), PROBE_TIMEOUT_S):
+        return
 
 
 def default_tracking_uri(root: Path) -> str:
@@ -129,9 +198,18 @@ class Store:
         return run_id
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], model_id: str | None = None) -> None:
-        """One batched write (per-metric calls are ~50× slower on SQLite); linked to the model."""
+        """One batched write (per-metric calls are ~50× slower on SQLite); linked to the model.
+
+        Idempotent: a value the run already holds is not logged again, so a resumed run whose
+        first attempt died while logging does not grow a second history point per metric.
+        """
+        held = self.client.get_run(run_id).data.metrics
         now = int(time.time() * 1000)
-        rows = [Metric(k, float(v), now, 0, model_id=model_id) for k, v in sorted(metrics.items())]
+        rows = [
+            Metric(k, float(v), now, 0, model_id=model_id)
+            for k, v in sorted(metrics.items())
+            if held.get(k) != float(v)
+        ]
         for i in range(0, len(rows), 1000):
             self.client.log_batch(run_id, metrics=rows[i : i + 1000])
 
@@ -144,9 +222,17 @@ class Store:
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
 
-    def finish_run(self, run_id: str, complete: bool) -> None:
-        self.client.set_tag(run_id, Tag.COMPLETE, str(complete).lower())
-        self.client.set_terminated(run_id, "FINISHED" if complete else "KILLED")
+    def finish_run(self, run_id: str, status: str = "FINISHED") -> None:
+        """End a run: FINISHED (complete), KILLED (interrupted, resumable) or FAILED (an error)."""
+        self.client.set_tag(run_id, Tag.COMPLETE, str(status == "FINISHED").lower())
+        self.client.set_terminated(run_id, status)
+
+    def run_status(self, run_id: str) -> str | None:
+        """RUNNING, FINISHED, KILLED, FAILED — or None for a run the store does not know."""
+        try:
+            return self.client.get_run(run_id).info.status
+        except MlflowException:
+            return None
 
     # ------------------------------------------------------------ reading runs
     def search_runs(self, experiment_ids: list[str], query: str, order_by: list[str] | None = None) -> Iterator:
@@ -275,22 +361,33 @@ def _summary(run) -> RunSummary:
 
 
 def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
-    """Point MLflow at the store and make sure the project's experiments exist."""
+    """Check the store answers, point MLflow at it and make sure the project's experiments exist."""
     global _exported
     uri = resolve_tracking_uri(config, tracking_uri)
+    check_store(uri)
+    # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff).
+    for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")):
+        os.environ.setdefault(name, value)
     mlflow.set_tracking_uri(uri)
     _exported = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_registry_uri(uri)
     client = MlflowClient(uri, registry_uri=uri)
     name = config.project.experiment
-    return Store(
-        uri,
-        _experiment(client, uri, name),
-        name,
-        config.project.registered_model,
-        client,
-        _experiment(client, uri, f"{name}-decisions"),
-    )
+    try:
+        return Store(
+            uri,
+            _experiment(client, uri, name),
+            name,
+            config.project.registered_model,
+            client,
+            _experiment(client, uri, f"{name}-decisions"),
+        )
+    except MlflowException as e:
+        raise StoreError(f"the tracking store {display_uri(uri)} refused: {first_line(e.message)}") from None
+
+
+def first_line(text: str) -> str:
+    return (text or "").strip().split("\n", 1)[0][:300]
 
 
 def _experiment(client: MlflowClient, uri: str, name: str) -> str:
