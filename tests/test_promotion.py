@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -231,7 +232,7 @@ def store(tmp_path):
 
 
 def promote(store, tmp_path, version, dry_run=False, **rule):
-    return promote_in_store(store, version, Rule(**rule), dry_run=dry_run, lock_dir=tmp_path)
+    return promote_in_store(store, version, Rule(**rule), dry_run=dry_run)
 
 
 def test_promotion_moves_the_alias_and_records_every_decision(store, tmp_path):
@@ -288,7 +289,7 @@ def test_two_concurrent_promotions_cannot_both_beat_the_same_champion(tmp_path):
     assert len(beaten) == len(set(beaten)), (beaten, outputs)  # nobody won against a stale champion
     assert store.champion()[0] == mv3  # whatever the order, the best one ends as champion
     assert store.client.get_model_version_by_alias(store.registered_model, ALIAS).version == int(mv3)
-    assert Path(str(store.tracking_uri).removeprefix("sqlite:///")).with_name("promote.lock").exists()
+    assert not store.client.search_registered_models("name LIKE '%promotion-lock'"), "the lock is released"
 
 
 def test_items_with_full_marks_in_every_listed_version_are_retired(project):
@@ -313,3 +314,38 @@ def test_items_with_full_marks_in_every_listed_version_are_retired(project):
     moved = load_golden(regression, corpus)
     assert {i.id for i in moved.items} == set(ids) and not {i.id for i in left.items} & set(ids)
     assert len(left) + len(moved) == 5
+
+
+def assert_lock_is_exclusive(config, tracking_uri: str | None = None) -> None:
+    """Two holders of the promotion lock, each with its own client: the second gets in only after
+    the first has left, and a lock whose holder died long ago is broken."""
+    import threading
+
+    first_in, events = threading.Event(), []
+
+    def hold(name: str, wait_for: threading.Event | None) -> None:
+        store = open_store(config, tracking_uri)  # its own client, like another process
+        if wait_for is not None:
+            wait_for.wait(30)
+        with store.promotion_lock(timeout_s=60):
+            events.append(f"{name} in")
+            first_in.set()
+            time.sleep(1.0)  # hold it while the other one tries
+            events.append(f"{name} out")
+
+    threads = [threading.Thread(target=hold, args=("a", None)), threading.Thread(target=hold, args=("b", first_in))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert events == ["a in", "a out", "b in", "b out"], events
+
+    store = open_store(config, tracking_uri)
+    store.client.create_registered_model(f"{store.registered_model}.promotion-lock")  # a holder that died
+    with store.promotion_lock(stale_s=0):  # stale at once: broken, then taken
+        assert store.client.get_registered_model(f"{store.registered_model}.promotion-lock")
+    assert not store.client.search_registered_models("name LIKE '%promotion-lock'")
+
+
+def test_the_promotion_lock_is_exclusive_on_a_local_store(tmp_path):
+    assert_lock_is_exclusive(load_config(tmp_path))

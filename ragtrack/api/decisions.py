@@ -83,7 +83,7 @@ def promote(
     config = load_config(root)
     store = open_store(config, tracking_uri)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
-    return promote_in_store(store, version, rule, dry_run=dry_run, lock_dir=config.cache_dir)
+    return promote_in_store(store, version, rule, dry_run=dry_run)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Applying the promotion rule to the store: read the runs, decide under a lock, move the alias, record.
 
 The rule itself is :func:`ragtrack.evaluation.promotion.decide`, a pure
-function. Here the decision runs under an exclusive lock next to the store and
-reads the champion inside it, so two concurrent promotions cannot both win
+function. Here the decision runs under an exclusive lock held in the registry
+itself (:meth:`Store.promotion_lock`) and reads the champion inside it, so two
+concurrent promotions — from two processes or two machines — cannot both win
 against the same (stale) champion. Every decision — pass or refusal — is
 logged as a ``promotion`` run with its figures, and tagged on the model
 versions involved.
@@ -11,7 +12,6 @@ versions involved.
 from __future__ import annotations
 
 from dataclasses import asdict
-from pathlib import Path
 
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.compare import compare_records, overall
@@ -19,9 +19,9 @@ from ragtrack.evaluation.promotion import CRITERION, GUARD, Champion, Decision, 
 from ragtrack.tracking.store import Store, Tag
 
 
-def promote(store: Store, version: str, rule: Rule, *, dry_run: bool, lock_dir: Path) -> Decision:
+def promote(store: Store, version: str, rule: Rule, *, dry_run: bool) -> Decision:
     """Decide on ``version``'s latest eval; on success (and not a dry run) move the alias."""
-    with store.promotion_lock(lock_dir):
+    with store.promotion_lock():
         decision = _decide(store, version, rule)
         decision.dry_run = dry_run
         if decision.promoted and not dry_run:

@@ -12,9 +12,10 @@ beats ``ragtrack.toml``.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
+import random
 import re
 import socket
 import tempfile
@@ -57,6 +58,7 @@ class Tag:
     DECISION = "ragtrack.decision"  # model versions: the last decision about them
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
+    LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
 
 
 class Param:
@@ -319,25 +321,49 @@ class Store:
         self.client.set_registered_model_alias(self.registered_model, ALIAS, model_version)
 
     @contextmanager
-    def promotion_lock(self, fallback_dir: Path, timeout_s: float = 120.0) -> Iterator[None]:
-        """An exclusive file lock beside a local SQLite store (else in the project's cache dir)."""
-        db = local_database(self.tracking_uri)
-        folder = db.parent if db else fallback_dir
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "promote.lock").open("w") as handle:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise RagtrackError("another promotion holds the lock; try again") from None
-                    time.sleep(0.1)
+    def promotion_lock(self, timeout_s: float = 120.0, stale_s: float = 600.0) -> Iterator[None]:
+        """Exclusive, registry-side: held by creating a registered model named ``<model>.promotion-lock``.
+
+        Registered-model names are unique in every MLflow store (a key in its database,
+        whether reached directly or through a tracking server), so exactly one creator
+        succeeds; the others wait. It therefore serialises promotions from any number of
+        processes and machines that share the registry — no shared file system needed.
+        A lock older than ``stale_s`` (its holder died) is broken; a decision takes seconds.
+        """
+        name = f"{self.registered_model}.promotion-lock"
+        holder = f"{socket.gethostname()}:{os.getpid()}"
+        deadline = time.monotonic() + timeout_s
+        while True:
             try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                self.client.create_registered_model(
+                    name,
+                    tags={Tag.LOCK_HOLDER: holder},
+                    description="Held by `ragtrack promote` while it decides; removed when it is done.",
+                )
+                break
+            except MlflowException as e:
+                if e.error_code not in ("RESOURCE_ALREADY_EXISTS", "RESOURCE_DOES_NOT_EXIST"):
+                    raise
+            try:
+                held = self.client.get_registered_model(name)
+            except MlflowException:
+                continue  # released in between: try again at once
+            age_s = time.time() - held.creation_timestamp / 1000
+            if age_s > stale_s:
+                with contextlib.suppress(MlflowException):
+                    self.client.delete_registered_model(name)
+                continue
+            if time.monotonic() > deadline:
+                raise RagtrackError(
+                    f"another promotion holds the registry lock ({held.tags.get(Tag.LOCK_HOLDER, '?')}, "
+                    f"{age_s:.0f} s); try again"
+                )
+            time.sleep(0.2 + random.random() * 0.3)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(MlflowException):
+                self.client.delete_registered_model(name)
 
 
 def _quote(value: str) -> str:
@@ -394,4 +420,9 @@ def _experiment(client: MlflowClient, uri: str, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
-    return client.create_experiment(name, artifact_location=artifact_root(uri))
+    try:
+        return client.create_experiment(name, artifact_location=artifact_root(uri))
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id  # another process created it first

@@ -1,0 +1,167 @@
+"""A team MLflow server: PostgreSQL behind ``mlflow server`` on 127.0.0.1, used through ``--tracking-uri http://…``.
+
+Runs when ``RAGTRACK_TEST_POSTGRES`` names a PostgreSQL server ragtrack may create databases on
+(``postgresql+psycopg2://user:password@127.0.0.1:5432/postgres``); ``.ci/run`` installs
+PostgreSQL from Debian's packages, starts it and sets the variable, so CI always runs these.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import make_project
+
+SERVER = os.environ.get("RAGTRACK_TEST_POSTGRES")
+if not SERVER:
+    pytest.skip("RAGTRACK_TEST_POSTGRES is not set (.ci/run sets it)", allow_module_level=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _admin(sql: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(SERVER.replace("+psycopg2", ""))
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(sql)
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+    """A fresh database and an ``mlflow server`` on it, serving artifacts itself."""
+    database = f"ragtrack_{uuid.uuid4().hex[:10]}"
+    _admin(f"CREATE DATABASE {database}")
+    backend = SERVER.rsplit("/", 1)[0] + f"/{database}"
+    port = _free_port()
+    artifacts = tmp_path_factory.mktemp("team-artifacts")
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            backend,
+            "--artifacts-destination",
+            str(artifacts),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if urllib.request.urlopen(f"{uri}/health", timeout=2).read() == b"OK":
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            pytest.fail("mlflow server on PostgreSQL did not come up")
+        time.sleep(0.5)
+    yield uri
+    server.terminate()
+    server.wait(timeout=30)
+    _admin(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+def ragtrack(root: Path, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragtrack.cli", "--root", str(root), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def finished(*procs: subprocess.Popen) -> list[tuple[int, str]]:
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    return [(p.returncode, out) for p, out in zip(procs, outputs, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def four_evals(team_server, tmp_path_factory):
+    """v1–v4 evaluated at once, by four processes with separate project folders, into one server."""
+    roots = [make_project(tmp_path_factory.mktemp(f"member{n}") / "project") for n in range(4)]
+    procs = [
+        ragtrack(root, "eval", "--version", f"v{n + 1}", "--tracking-uri", team_server) for n, root in enumerate(roots)
+    ]
+    results = finished(*procs)
+    assert all(code == 0 for code, _ in results), [out[-1500:] for code, out in results if code]
+    return roots
+
+
+def test_four_concurrent_evals_land_with_the_same_figures_as_sqlite(team_server, four_evals):
+    from mlflow import MlflowClient
+
+    from ragtrack.api import evaluate
+
+    client = MlflowClient(team_server, registry_uri=team_server)
+    experiment = client.get_experiment_by_name("ragtrack")
+    runs = client.search_runs([experiment.experiment_id], "tags.`ragtrack.kind` = 'eval'")
+    assert sorted(r.data.tags["ragtrack.version"] for r in runs) == ["v1", "v2", "v3", "v4"]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert len({mv.version for mv in client.search_model_versions("name='rag-agent'")}) == 4
+
+    local = make_project(four_evals[0].parent.parent / "sqlite" / "project")
+    v1_sqlite = evaluate("v1", root=local)
+    v1_team = next(r for r in runs if r.data.tags["ragtrack.version"] == "v1")
+    for name in ("context_recall", "mrr", "correctness", "groundedness"):
+        assert v1_team.data.metrics[name] == pytest.approx(v1_sqlite.metrics[name]), name
+
+    code, out = finished(ragtrack(four_evals[0], "compare", "v1", "v3", "--tracking-uri", team_server))[0]
+    assert code == 0 and "v1 vs v3" in out, out
+
+
+def test_two_promotions_at_once_from_two_machines_never_beat_the_same_champion(team_server, four_evals):
+    from mlflow import MlflowClient
+
+    first = finished(ragtrack(four_evals[0], "promote", "v1", "--tracking-uri", team_server))[0]
+    assert first[0] == 0, first[1]
+    # A margin of -10 makes every challenger "win": only the lock keeps both from beating v1.
+    loose = ("--margin", "-10", "--tolerance", "10", "--allow-substitutes", "--allow-partial")
+    results = finished(
+        ragtrack(four_evals[1], "promote", "v2", *loose, "--tracking-uri", team_server),
+        ragtrack(four_evals[2], "promote", "v3", *loose, "--tracking-uri", team_server),
+    )
+    assert all(code == 0 for code, _ in results), results  # both promoted, one after the other
+    client = MlflowClient(team_server, registry_uri=team_server)
+    decisions = client.search_runs(
+        [client.get_experiment_by_name("ragtrack-decisions").experiment_id],
+        "tags.`ragtrack.kind` = 'promotion' and tags.`ragtrack.outcome` = 'promoted'",
+    )
+    beaten = [r.data.params["champion"] for r in decisions if r.data.params["version"] in ("v2", "v3")]
+    assert sorted(beaten) in (["v1", "v2"], ["v1", "v3"]), beaten  # the second one beat the first, not v1
+    last = next(r for r in decisions if r.data.params["champion"] != "v1").data.params["version"]
+    assert client.get_model_version_by_alias("rag-agent", "champion").tags["ragtrack.version"] == last
+    assert not client.search_registered_models("name LIKE '%promotion-lock'"), "the registry lock was released"
+
+
+def test_the_registry_lock_excludes_a_second_holder_until_released(team_server):
+    from ragtrack.config import load_config
+
+    from .test_promotion import assert_lock_is_exclusive
+
+    assert_lock_is_exclusive(load_config(Path(".")), team_server)
