@@ -24,20 +24,17 @@ from ragtrack.corpus import Passage, load_corpus
 from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.files import atomic_write_text, read_jsonl
 from ragtrack.golden import GoldenItem, with_fingerprint
-from ragtrack.registry import Registry, UnknownNameError
+from ragtrack.registry import UnknownNameError
 
 #: A benchmark's question kind (the part before any ``/difficulty``) → ragtrack's type.
-QUERY_TYPES: Registry[str] = Registry(
-    "benchmark question type",
-    {
-        "bridge": "D",
-        "multi-hop": "D",
-        "comparison": "C",
-        "information_integration": "C",
-        "single_fact": "A",
-        "span": "A",
-    },
-)
+QUERY_TYPES: dict[str, str] = {
+    "bridge": "D",
+    "multi-hop": "D",
+    "comparison": "C",
+    "information_integration": "C",
+    "single_fact": "A",
+    "span": "A",
+}
 FORMATS = ("normalized",)
 
 
@@ -53,7 +50,12 @@ class Imported:
 
 def golden_type(raw: str) -> str:
     """``bridge/medium`` → ``D``; an unknown kind is an error listing the known ones."""
-    return QUERY_TYPES.get(raw.split("/", 1)[0].strip().lower())
+    kind = raw.split("/", 1)[0].strip().lower()
+    if kind not in QUERY_TYPES:
+        raise UnknownNameError(
+            f"unknown benchmark question type {raw!r}; expected one of: {', '.join(QUERY_TYPES)} (or kind/level)"
+        )
+    return QUERY_TYPES[kind]
 
 
 def import_normalized(folder: str | Path, out: str | Path, limit: int | None = None) -> Imported:

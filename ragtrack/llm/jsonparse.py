@@ -45,25 +45,35 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
+def _first_value(text: str) -> tuple[int, Any] | None:
+    """(position, value) of the first bracketed JSON value in ``text`` that parses."""
+    for i, ch in enumerate(text):
+        if ch in "{[":
+            block = _balanced(text, i)
+            if block is not None:
+                try:
+                    return i, json.loads(block)
+                except json.JSONDecodeError:
+                    continue
+    return None
+
+
 def extract_json(text: str) -> Any:
     """The first JSON object or array in ``text``; raises :class:`ParseError` when there is none."""
     if not text or not text.strip():
         raise ParseError("empty reply")
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
-        for variant in (candidate, candidate.translate(_FULLWIDTH)):
+        variants = (candidate, candidate.translate(_FULLWIDTH))
+        for variant in variants:
             try:
                 return json.loads(variant.strip())
             except json.JSONDecodeError:
                 pass
-            for i, ch in enumerate(variant):
-                if ch in "{[":
-                    block = _balanced(variant, i)
-                    if block is not None:
-                        try:
-                            return json.loads(block)
-                        except json.JSONDecodeError:
-                            continue
+        # The earliest complete value wins: in ``｛"a"：[]｝`` that is the translated object, not its inner list.
+        found = [hit for variant in variants if (hit := _first_value(variant)) is not None]
+        if found:
+            return min(found, key=lambda hit: hit[0])[1]
     if "{" in text and "}" not in text[text.index("{") :]:
         raise ParseError("truncated JSON (no closing brace)")
     raise ParseError("no JSON object found")
