@@ -69,6 +69,12 @@ def test_search_finds_chinese_passages(zh, query, expected):
     assert all(h["snippet"] and h["doc_id"] and h["rank"] == n for n, h in enumerate(hits, start=1))
 
 
+def test_auto_mode_is_bm25_for_chinese_with_the_english_embedder_and_hybrid_on_request(zh):
+    assert "bm25 search" in run(zh, "corpus", "search", "Matter 桥接怎么开启").output
+    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "hybrid", "--json").output)
+    assert MATTER in [h["id"] for h in hits[:3]]
+
+
 def test_search_finds_english_passages_in_every_mode(en):
     for mode in ("hybrid", "bm25", "dense"):
         hits = json.loads(run(en, "corpus", "search", "default cfg value", "--mode", mode, "--json").output)

@@ -82,16 +82,19 @@ def search_passages(
     root: str | Path = ".",
     corpus_path: str | None = None,
     k: int = 10,
-    mode: str = "hybrid",
+    mode: str = "auto",
     embedding: str | None = None,
-) -> list[Hit]:
-    """The top ``k`` passages for ``query`` (``hybrid``: BM25 + dense fused with RRF; or ``bm25``, ``dense``)."""
-    from ragtrack.passage_search import DEFAULT_EMBEDDING, PassageSearch
+) -> tuple[str, list[Hit]]:
+    """The mode used and the top ``k`` passages for ``query`` (``hybrid``: BM25 + dense fused with RRF;
+    ``bm25``; ``dense``; ``auto``: hybrid, or BM25 for Chinese with the default English embedder)."""
+    from ragtrack.passage_search import DEFAULT_EMBEDDING, PassageSearch, resolve_mode
 
     if not query.strip():
         raise RagtrackError("the search query is empty")
     corpus = open_corpus(root, corpus_path)
-    return PassageSearch(corpus, load_config(root).cache_dir, mode, embedding or DEFAULT_EMBEDDING).search(query, k)
+    embedding = embedding or DEFAULT_EMBEDDING
+    mode = resolve_mode(mode, corpus.language, embedding)
+    return mode, PassageSearch(corpus, load_config(root).cache_dir, mode, embedding).search(query, k)
 
 
 def _suggest(name: str, known: list[str]) -> str:

@@ -64,10 +64,10 @@ def corpus_show(ctx, passage_id, corpus_path, as_json):
 @click.option("-k", "--top", "k", default=10, show_default=True, type=click.IntRange(min=1), help="How many hits.")
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "bm25", "dense"]),
-    default="hybrid",
+    type=click.Choice(["auto", "hybrid", "bm25", "dense"]),
+    default="auto",
     show_default=True,
-    help="hybrid = BM25 + dense fused with RRF.",
+    help="hybrid = BM25 + dense fused with RRF; auto = hybrid, or bm25 for Chinese with the default English embedder.",
 )
 @click.option(
     "--embedding",
@@ -85,7 +85,9 @@ def corpus_search(ctx, query, k, mode, embedding, corpus_path, as_json):
     from ragtrack import report as view
     from ragtrack.api import search_passages
 
-    hits = search_passages(query, root=ctx.obj["root"], corpus_path=corpus_path, k=k, mode=mode, embedding=embedding)
+    mode, hits = search_passages(
+        query, root=ctx.obj["root"], corpus_path=corpus_path, k=k, mode=mode, embedding=embedding
+    )
     if as_json:
         echo_json([h.to_json() for h in hits])
     elif not hits:
