@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -162,6 +162,30 @@ def shape_problems(item: GoldenItem, corpus: Corpus) -> list[str]:
     return []
 
 
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_models(path: Path, model: type[Model], what: str) -> tuple[list[tuple[int, Model]], list[Problem]]:
+    """(line, object) for each line of a JSONL file that validates as ``model`` with an ``id`` not seen
+    before; every other line is a problem naming file, line and field."""
+    rows, problems = read_jsonl(path)
+    out: list[tuple[int, Model]] = []
+    first_line: dict[str, int] = {}
+    for n, row in rows:
+        try:
+            obj = model.model_validate(row)
+        except ValidationError as e:
+            problems += problems_from_validation(str(path), e, n, noun="field")
+            continue
+        if obj.id in first_line:
+            first = first_line[obj.id]
+            problems.append(Problem(str(path), f"duplicate {what} id {obj.id!r} (first on line {first})", n, "id"))
+            continue
+        first_line[obj.id] = n
+        out.append((n, obj))
+    return out, problems
+
+
 def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     """Load and validate a golden JSONL file against ``corpus``.
 
@@ -173,21 +197,9 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     path = Path(path)
     if not path.is_file():
         raise InputError([Problem(str(path), "golden set not found")])
-    lines, problems = read_jsonl(path)
+    rows, problems = read_models(path, GoldenItem, "item")
     items: list[GoldenItem] = []
-    first_line: dict[str, int] = {}
-    for n, row in lines:
-        try:
-            item = GoldenItem.model_validate(row)
-        except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field")
-            continue
-        if item.id in first_line:
-            problems.append(
-                Problem(str(path), f"duplicate item id {item.id!r} (first on line {first_line[item.id]})", n, "id")
-            )
-            continue
-        first_line[item.id] = n
+    for n, item in rows:
         unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages and cid not in item.gt_fingerprint]
         for cid in unknown:
             problems.append(Problem(str(path), f"unknown context id {cid!r}", n, "gt_context_ids"))
@@ -197,7 +209,8 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
         raise InputError(problems)
     if not items:
         raise InputError([Problem(str(path), "the golden set has no items")])
-    return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest, lines=first_line)
+    lines = {item.id: n for n, item in rows}
+    return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest, lines=lines)
 
 
 def golden_stats(golden: GoldenSet, corpus: Corpus) -> dict:

@@ -22,8 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragtrack.corpus import Corpus
 from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
-from ragtrack.files import atomic_write_text, read_jsonl
-from ragtrack.golden import GoldenItem, GoldenSet, QuestionType, rewrite_golden, shape_problems, with_fingerprint
+from ragtrack.files import atomic_write_text
+from ragtrack.golden import (
+    GoldenItem,
+    GoldenSet,
+    QuestionType,
+    read_models,
+    rewrite_golden,
+    shape_problems,
+    with_fingerprint,
+)
 
 Status = Literal["proposed", "accepted", "rejected"]
 GOLDEN_FIELDS = ("id", "question", "type", "gt_context_ids", "gt_answer", "tags")
@@ -57,20 +65,7 @@ def read_candidates(path: Path) -> list[tuple[int, Candidate]]:
     """(line, candidate) for every line; every bad line is a problem naming file, line and field."""
     if not path.is_file():
         return []
-    rows, problems = read_jsonl(path)
-    out, first_line = [], {}
-    for n, row in rows:
-        try:
-            candidate = Candidate.model_validate(row)
-        except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field")
-            continue
-        if candidate.id in first_line:
-            first = first_line[candidate.id]
-            problems.append(Problem(str(path), f"duplicate id {candidate.id!r} (first on line {first})", n, "id"))
-            continue
-        first_line[candidate.id] = n
-        out.append((n, candidate))
+    out, problems = read_models(path, Candidate, "candidate")
     if problems:
         raise InputError(problems)
     return out
