@@ -165,3 +165,14 @@ def test_answers_must_be_non_empty_json_strings():
     for bad in ('{"answer": ""}', '{"answer": 3}', '{"text": "x"}', '{"answer": "cut'):
         with pytest.raises(ParseError):
             parse_answer(bad)
+
+
+def test_propose_asks_for_fewer_documents_rather_than_cutting_the_prompt(tmp_path, endpoint):
+    from .conftest import REPO
+
+    server, env = endpoint
+    corpus = str(REPO / "golden" / "kb")  # 35 documents: far more than one prompt should carry
+    result = run(tmp_path, env, "golden", "propose", "--corpus", corpus, "--doc", "nodes", "--doc", "models",
+                 "--llm", "openai:qwen-test", "--golden", str(tmp_path / "g.jsonl"))  # fmt: skip
+    assert result.exit_code == 2 and "propose from fewer --doc at a time" in result.output
+    assert server.log.requests == [] and not (tmp_path / "candidates.jsonl").exists()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragtrack.authoring import load_prompt, resolve_labels, unlabel
+from ragtrack.authoring import PROMPT_CHARS, labelled_passages, load_prompt, resolve_labels, unlabel
 from ragtrack.authoring.candidates import Accepted, Candidate, accept, next_ids, read_candidates, write_candidates
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, Passage, load_corpus
@@ -238,6 +238,11 @@ def propose(
         notes.append("types C and D skipped: they need at least two documents (pass --doc more than once)")
 
     client = make_llm(llm, inputs.config, use_cache=use_cache)
+    if not client.is_offline and (size := len(labelled_passages(passages))) > PROMPT_CHARS:
+        raise RagtrackError(
+            f"the chosen documents hold {size} characters of passages; one proposer prompt takes at most "
+            f"{PROMPT_CHARS}: propose from fewer --doc at a time"
+        )
     step = ProposeStep("golden.propose", load_prompt("propose", language), max_tokens=2048, json_schema=PROPOSE_SCHEMA)
     results = client.map(step, [ProposeInput(t, n, passages, language) for t in wanted])
 

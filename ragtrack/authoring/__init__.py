@@ -25,6 +25,7 @@ from ragtrack.corpus import Passage
 TASKS = ("propose", "answer", "audit")
 LANGUAGES = ("en", "zh")
 PASSAGE_CHARS = 1500  # a prompt shows at most this much of one passage
+PROMPT_CHARS = 40_000  # the proposer's passages: beyond this, ask for fewer documents rather than cut silently
 _LABEL = re.compile(r"(?<![A-Za-z0-9])P(\d+)(?![0-9])")
 
 
