@@ -8,6 +8,13 @@ scenario:
 * B single-hop, scattered (one document, several places);
 * C cross-topic / cross-document comparison or synthesis;
 * D multi-hop (a clue in one passage leads to another).
+
+Each item may record a fingerprint of its GT passages' text, taken when it was
+written, accepted or answered. When the corpus is edited or re-imported, the
+fingerprint tells which items' GT no longer says what their answer was built
+from (:func:`staleness`), so a metric is never computed against moved GT by
+accident. Items imported from multi-hop benchmarks may carry ``gt_groups``
+(one OR-group of passage IDs per hop) for the all-hops metric.
 """
 
 from __future__ import annotations
@@ -15,15 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragtrack.corpus import Corpus
-from ragtrack.errors import InputError, Problem, problems_from_validation
-from ragtrack.files import read_jsonl
+from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
+from ragtrack.files import atomic_write_text, read_jsonl, read_text
 from ragtrack.text import language_of
 
 QuestionType = Literal["A", "B", "C", "D"]
@@ -37,14 +45,26 @@ class GoldenItem(BaseModel):
     question: str
     type: QuestionType
     gt_context_ids: tuple[str, ...] = Field(min_length=1)
+    # Empty while the item waits for ``ragtrack golden answer``; eval refuses such items.
     gt_answer: str
     tags: tuple[str, ...] = ()
+    # Multi-hop benchmarks: one OR-group of GT passages per hop (all-hops@k needs one of each).
+    gt_groups: tuple[tuple[str, ...], ...] = ()
+    # GT passage ID → fingerprint of its text when the item was written (see :func:`staleness`).
+    gt_fingerprint: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("question", "gt_answer")
+    @field_validator("question")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be empty")
+        return v
+
+    @field_validator("gt_answer")
+    @classmethod
+    def _answer_or_pending(cls, v: str) -> str:
+        if v and not v.strip():
+            raise ValueError('blank; write the answer, or "" to leave it to `ragtrack golden answer`')
         return v
 
     @field_validator("gt_context_ids")
@@ -55,12 +75,46 @@ class GoldenItem(BaseModel):
             raise ValueError(f"listed twice: {', '.join(dupes)}")
         return v
 
+    @model_validator(mode="after")
+    def _groups_within_gt(self) -> GoldenItem:
+        for n, group in enumerate(self.gt_groups, start=1):
+            if not group:
+                raise ValueError(f"gt_groups: group {n} is empty")
+            outside = [cid for cid in group if cid not in self.gt_context_ids]
+            if outside:
+                raise ValueError(f"gt_groups: group {n} names {', '.join(outside)}, which gt_context_ids does not list")
+        return self
+
+    def digest_fields(self) -> dict:
+        """What the golden digest covers: everything that changes a score.
+
+        The fingerprint is left out: it records what the GT passages said when the
+        item was written, and the digest already covers the corpus as it is now, so
+        two sets that differ only in recorded fingerprints measure the same thing.
+        Empty ``gt_groups`` are left out too, so sets written before groups existed
+        keep their digest.
+        """
+        return self.model_dump(mode="json", exclude={"gt_fingerprint", *(() if self.gt_groups else ("gt_groups",))})
+
+    def to_line(self) -> str:
+        """The item as one JSONL line, optional fields only when set (the form ragtrack writes)."""
+        data = self.model_dump(mode="json")
+        for optional in ("tags", "gt_groups", "gt_fingerprint"):
+            if not data[optional]:
+                del data[optional]
+        return json.dumps(data, ensure_ascii=False)
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.gt_answer.strip())
+
 
 @dataclass(frozen=True)
 class GoldenSet:
     source: str
     items: tuple[GoldenItem, ...]
     corpus_digest: str
+    lines: dict[str, int] = field(default_factory=dict, compare=False)  # item ID → line in the file
 
     def __len__(self) -> int:
         return len(self.items)
@@ -74,7 +128,7 @@ class GoldenSet:
         """
         h = hashlib.sha256(self.corpus_digest.encode())
         for item in sorted(self.items, key=lambda i: i.id):
-            h.update(json.dumps(item.model_dump(), sort_keys=True, ensure_ascii=False).encode())
+            h.update(json.dumps(item.digest_fields(), sort_keys=True, ensure_ascii=False).encode())
         return h.hexdigest()[:16]
 
     @property
@@ -84,33 +138,69 @@ class GoldenSet:
 
     def limit(self, n: int | None) -> GoldenSet:
         """The first ``n`` items (same digest rules apply: a subset is a different set)."""
-        return self if n is None else GoldenSet(self.source, self.items[:n], self.corpus_digest)
+        return self if n is None else GoldenSet(self.source, self.items[:n], self.corpus_digest, self.lines)
+
+    def where(self, item_id: str) -> str:
+        """``file:line`` of an item, for messages."""
+        return f"{self.source}:{self.lines[item_id]}" if item_id in self.lines else self.source
+
+
+def shape_problems(item: GoldenItem, corpus: Corpus) -> list[str]:
+    """How an item's GT contradicts its type: A is one passage; B several in one document;
+    C and D at least two (a comparison has two sides, a multi-hop question two hops)."""
+    n = len(item.gt_context_ids)
+    docs = {corpus.passages[c].doc_id for c in item.gt_context_ids if c in corpus.passages}
+    if item.type == "A" and n != 1:
+        return [f"type A (single point) names exactly one GT passage; this item names {n}"]
+    if item.type == "B" and n < 2:
+        return ["type B (scattered in one document) names at least two GT passages; this item names 1"]
+    if item.type == "B" and len(docs) > 1:
+        return [f"type B keeps its GT passages in one document; these are in {len(docs)}: {', '.join(sorted(docs))}"]
+    if item.type in ("C", "D") and n < 2:
+        kind = "a comparison needs two sides" if item.type == "C" else "a multi-hop question needs two hops"
+        return [f"type {item.type} names at least two GT passages ({kind}); this item names 1"]
+    return []
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def read_models(path: Path, model: type[Model], what: str) -> tuple[list[tuple[int, Model]], list[Problem]]:
+    """(line, object) for each line of a JSONL file that validates as ``model`` with an ``id`` not seen
+    before; every other line is a problem naming file, line and field."""
+    rows, problems = read_jsonl(path)
+    out: list[tuple[int, Model]] = []
+    first_line: dict[str, int] = {}
+    for n, row in rows:
+        try:
+            obj = model.model_validate(row)
+        except ValidationError as e:
+            problems += problems_from_validation(str(path), e, n, noun="field")
+            continue
+        if obj.id in first_line:
+            first = first_line[obj.id]
+            problems.append(Problem(str(path), f"duplicate {what} id {obj.id!r} (first on line {first})", n, "id"))
+            continue
+        first_line[obj.id] = n
+        out.append((n, obj))
+    return out, problems
 
 
 def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     """Load and validate a golden JSONL file against ``corpus``.
 
-    Every problem is reported, each naming the file, line and field.
+    Every problem is reported, each naming the file, line and field. A GT ID the
+    corpus lacks is an error, unless the item's fingerprint shows the passage
+    existed when the item was written: then it disappeared since, and
+    :func:`staleness` reports it.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError([Problem(str(path), "golden set not found")])
-    lines, problems = read_jsonl(path)
+    rows, problems = read_models(path, GoldenItem, "item")
     items: list[GoldenItem] = []
-    first_line: dict[str, int] = {}
-    for n, row in lines:
-        try:
-            item = GoldenItem.model_validate(row)
-        except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field")
-            continue
-        if item.id in first_line:
-            problems.append(
-                Problem(str(path), f"duplicate item id {item.id!r} (first on line {first_line[item.id]})", n, "id")
-            )
-            continue
-        first_line[item.id] = n
-        unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages]
+    for n, item in rows:
+        unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages and cid not in item.gt_fingerprint]
         for cid in unknown:
             problems.append(Problem(str(path), f"unknown context id {cid!r}", n, "gt_context_ids"))
         if not unknown:
@@ -119,14 +209,15 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
         raise InputError(problems)
     if not items:
         raise InputError([Problem(str(path), "the golden set has no items")])
-    return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest)
+    lines = {item.id: n for n, item in rows}
+    return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest, lines=lines)
 
 
 def golden_stats(golden: GoldenSet, corpus: Corpus) -> dict:
     """Counts a maintainer looks at: items per type, GT sizes, documents touched."""
     by_type = Counter(i.type for i in golden.items)
     gt_sizes = [len(i.gt_context_ids) for i in golden.items]
-    docs = {corpus.passages[c].doc_id for i in golden.items for c in i.gt_context_ids}
+    docs = {corpus.passages[c].doc_id for i in golden.items for c in i.gt_context_ids if c in corpus.passages}
     return {
         "items": len(golden),
         "by_type": {t: by_type.get(t, 0) for t in TYPES},
@@ -137,3 +228,124 @@ def golden_stats(golden: GoldenSet, corpus: Corpus) -> dict:
         "passages_in_corpus": len(corpus),
         "digest": golden.digest,
     }
+
+
+# ---------------------------------------------------------------- fingerprints and staleness
+
+
+def passage_fingerprint(text: str) -> str:
+    """A short hash of one passage's text (the corpus loader has already normalised it)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def fingerprint(corpus: Corpus, ids: Iterable[str]) -> dict[str, str]:
+    """GT passage ID → fingerprint of its current text (IDs the corpus lacks are left out)."""
+    return {pid: passage_fingerprint(corpus.passages[pid].text) for pid in ids if pid in corpus.passages}
+
+
+def with_fingerprint(item: GoldenItem, corpus: Corpus) -> GoldenItem:
+    """The item with its GT fingerprint taken from ``corpus`` now."""
+    return item.model_copy(update={"gt_fingerprint": fingerprint(corpus, item.gt_context_ids)})
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """Why one item's GT no longer matches what it was written against."""
+
+    item_id: str
+    where: str  # file:line
+    changed: tuple[str, ...] = ()  # GT passages whose text differs from the fingerprint
+    missing: tuple[str, ...] = ()  # GT passages the corpus no longer has
+    unrecorded: tuple[str, ...] = ()  # GT passages added after the fingerprint was taken
+
+    def __str__(self) -> str:
+        parts = [
+            *(f"GT passage {pid} changed" for pid in self.changed),
+            *(f"GT passage {pid} disappeared from the corpus" for pid in self.missing),
+            *(f"GT passage {pid} has no fingerprint (GT edited by hand?)" for pid in self.unrecorded),
+        ]
+        return f"{self.where}: {self.item_id}: " + "; ".join(parts)
+
+
+def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
+    """Items whose GT passages changed or disappeared since their fingerprint was taken.
+
+    Items without a fingerprint cannot be checked and are not listed
+    (:func:`unfingerprinted` names them).
+    """
+    out = []
+    for item in golden.items:
+        if not item.gt_fingerprint:
+            continue
+        now = fingerprint(corpus, item.gt_context_ids)
+        missing = tuple(pid for pid in item.gt_context_ids if pid not in corpus.passages)
+        unrecorded = tuple(pid for pid in now if pid not in item.gt_fingerprint)
+        changed = tuple(pid for pid, fp in now.items() if pid in item.gt_fingerprint and item.gt_fingerprint[pid] != fp)
+        if missing or unrecorded or changed:
+            out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded))
+    return out
+
+
+def unfingerprinted(golden: GoldenSet) -> list[str]:
+    return [i.id for i in golden.items if not i.gt_fingerprint]
+
+
+def unanswered(golden: GoldenSet) -> list[str]:
+    return [i.id for i in golden.items if not i.answered]
+
+
+class GoldenNotReadyError(RagtrackError):
+    """The golden set has items an eval must not score: unanswered, or stale GT."""
+
+
+def check_ready(golden: GoldenSet, corpus: Corpus, *, allow_stale: bool = False) -> list[Staleness]:
+    """Refuse to score items without a GT answer, or whose GT moved (unless ``allow_stale``).
+
+    Returns the stale items that ``allow_stale`` let through, so the caller can record them.
+    """
+    pending = unanswered(golden)
+    stale = staleness(golden, corpus)
+    lines = []
+    if pending:
+        ids = ", ".join(pending)
+        lines.append(f"{len(pending)} item(s) have no GT answer yet ({ids}): run `ragtrack golden answer`")
+    if stale and not allow_stale:
+        lines.append(f"{len(stale)} item(s) have stale GT (the corpus changed since they were written):")
+        lines += [f"  {s}" for s in stale]
+        lines.append(
+            "review them, then `ragtrack golden fingerprint --item ID` to accept the new text; "
+            "or pass --allow-stale to score them as they are"
+        )
+    if lines:
+        raise GoldenNotReadyError("\n".join(lines))
+    return stale
+
+
+# ---------------------------------------------------------------- rewriting a golden file
+
+
+def rewrite_golden(
+    path: str | Path,
+    *,
+    replace: dict[str, GoldenItem] | None = None,
+    append: Iterable[GoldenItem] = (),
+    remove: Iterable[str] = (),
+) -> None:
+    """Rewrite a golden JSONL file atomically: replaced items in place, new ones at the end.
+
+    Lines that are not touched keep their bytes, so a hand-formatted file stays
+    as its author wrote it and a diff shows only what changed.
+    """
+    path = Path(path)
+    replace, remove = replace or {}, set(remove)
+    out = []
+    for raw in read_text(path).splitlines() if path.is_file() else []:
+        try:
+            item_id = json.loads(raw).get("id") if raw.strip() else None
+        except (json.JSONDecodeError, AttributeError):
+            item_id = None
+        if item_id in remove:
+            continue
+        out.append(replace[item_id].to_line() if item_id in replace else raw)
+    out += [item.to_line() for item in append]
+    atomic_write_text(path, "\n".join(line for line in out if line.strip()) + "\n")

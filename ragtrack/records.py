@@ -59,13 +59,14 @@ class ItemRecord:
     gt_answer: str
     answer: str
     contexts: list[ContextRecord]
-    retrieval: dict[str, float]
+    retrieval: dict[str, float | None]  # None: the metric does not apply to this item
     judges: dict[str, JudgeRecord]
     queries: list[str] = field(default_factory=list)
     outline: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     latency_s: float = 0.0
+    gt_groups: list[list[str]] = field(default_factory=list)  # multi-hop items: one OR-group per hop
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
 
     @property

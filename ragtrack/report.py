@@ -14,9 +14,10 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JUDGES
 
 if TYPE_CHECKING:
-    from ragtrack.api import CalibrationReport, ComparisonReport, VersionRow
+    from ragtrack.api import CalibrationReport, ComparisonReport, PassageRow, VersionRow
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
+    from ragtrack.passage_search import Hit
     from ragtrack.records import RunSummary
 
 
@@ -34,6 +35,8 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
         label = scope if scope == m.ALL else f"type {scope}"
         table.add_column(f"{label}\nn={int(n)}" if n is not None else label, justify="right")
     for name in m.RETRIEVAL:
+        if m.RETRIEVAL.get(name).needs_groups and name not in metrics:
+            continue  # no item of this run has GT groups
         table.add_row(name, *[fmt(metrics.get(m.key(name, s))) for s in scopes])
     for judge in JUDGES:
         cells = []
@@ -214,4 +217,27 @@ def stats_table(stats: dict) -> Table:
         else:
             text = f"{value:.2f}" if isinstance(value, float) else str(value)
         table.add_row(key, text)
+    return table
+
+
+def passages_table(rows: list[PassageRow]) -> Table:
+    """``corpus ls``: the IDs a golden item's ``gt_context_ids`` may name."""
+    table = Table(title=f"{len(rows)} passages", title_justify="left")
+    table.add_column("id", overflow="fold")
+    table.add_column("heading path", overflow="fold")
+    table.add_column("chars", justify="right")
+    for r in rows:
+        table.add_row(r.id, r.title, str(r.chars))
+    return table
+
+
+def hits_table(hits: list[Hit], query: str, mode: str) -> Table:
+    """``corpus search``: best passages first, each with the sentence that matched."""
+    table = Table(title=f"{mode} search: {query}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("id", overflow="fold")
+    table.add_column("score", justify="right")
+    table.add_column("best sentence", overflow="fold")
+    for h in hits:
+        table.add_row(str(h.rank), h.passage_id, f"{h.score:.4f}", h.snippet)
     return table

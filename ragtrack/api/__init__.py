@@ -7,7 +7,8 @@
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 :mod:`~ragtrack.api.decisions` (compare, promote, versions),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
-(golden set tools) and :mod:`~ragtrack.api.project` (the MLflow UI). Names
+(golden set tools), :mod:`~ragtrack.api.corpus` (finding passages) and
+:mod:`~ragtrack.api.project` (the MLflow UI). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
 """
@@ -30,7 +31,24 @@ _HOMES = {
     ],
     "decisions": ["ComparisonReport", "VersionRow", "compare", "promote", "versions"],
     "judging": ["CalibrationReport", "calibrate"],
-    "golden": ["golden_stats", "retire", "retirement_candidates", "validate_golden"],
+    "golden": [
+        "AnswerReport",
+        "AuditReport",
+        "GoldenCheck",
+        "ProposeReport",
+        "accept_candidates",
+        "answer_golden",
+        "audit_golden",
+        "check_golden",
+        "fingerprint_golden",
+        "golden_stats",
+        "import_benchmark",
+        "propose",
+        "retire",
+        "retirement_candidates",
+        "validate_golden",
+    ],
+    "corpus": ["PassageRow", "list_passages", "search_passages", "show_passage"],
     "project": ["ui_command"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}

@@ -22,7 +22,7 @@ from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, run_items
-from ragtrack.golden import GoldenSet, load_golden
+from ragtrack.golden import GoldenSet, check_ready, load_golden
 from ragtrack.llm import make_llm
 from ragtrack.llm.accounting import Accounting, Usage
 from ragtrack.records import ItemRecord
@@ -99,6 +99,7 @@ class EvalOptions:
     tracking_uri: str | None = None
     use_cache: bool = True
     fresh: bool = False
+    allow_stale: bool = False
 
 
 def evaluate(
@@ -114,6 +115,7 @@ def evaluate(
     tracking_uri: str | None = None,
     use_cache: bool = True,
     fresh: bool = False,
+    allow_stale: bool = False,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
@@ -122,11 +124,12 @@ def evaluate(
     ``offline``, ``openai:<model>``, ``local:<path>`` or a profile); ``limit``
     takes the first N items (a different golden digest). An interrupted eval
     resumes from its checkpoint when started again with the same inputs
-    (``fresh=True`` starts over).
+    (``fresh=True`` starts over). Items without a GT answer, or whose GT passages
+    changed since they were written, are refused (``allow_stale`` scores the latter).
     """
     progress = progress or Progress()
     options = EvalOptions(
-        root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh
+        root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh, allow_stale
     )
     session = prepare_eval(version, options, progress)
     with ends_run_on_error(session):
@@ -160,6 +163,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
     golden = golden.limit(o.limit)
+    stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     store = open_store(config, o.tracking_uri)
     min_overlap = config.eval.min_overlap
     language = o.judge_language or golden.language
@@ -183,6 +187,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
     tags = runs.eval_tags(spec, golden, panel, agent, model)
     run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
+    runs.log_golden_dataset(store, run_id, golden, stale)
     checkpoint.start({"run_id": run_id, "version": spec.name})
     checkpoint.add_build(agent.setup.usage)
     for step, usage in agent.setup.usage.items():

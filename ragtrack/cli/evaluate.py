@@ -29,8 +29,22 @@ from ragtrack.cli import LLM_HELP, console, err, main, show
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or sqlite under ./mlruns).")
 @click.option("--no-cache", is_flag=True, help="Ignore the LLM response cache (answers are still written to it).")
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
+@click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
 @click.pass_context
-def eval_cmd(ctx, version, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, no_cache, fresh):
+def eval_cmd(
+    ctx,
+    version,
+    golden_path,
+    corpus_path,
+    limit,
+    llm,
+    judge,
+    judge_language,
+    tracking_uri,
+    no_cache,
+    fresh,
+    allow_stale,
+):
     """Answer every golden item with VERSION, score it, and log an MLflow run.
 
     Retrieval metrics come from context IDs (recall, precision, MRR, hit rate,
@@ -83,6 +97,7 @@ def eval_cmd(ctx, version, golden_path, corpus_path, limit, llm, judge, judge_la
             tracking_uri=tracking_uri,
             use_cache=not no_cache,
             fresh=fresh,
+            allow_stale=allow_stale,
             progress=Hooks(on_stage, on_start, on_item),
         )
     except KeyboardInterrupt:

@@ -1,35 +1,95 @@
-"""``ragtrack golden``: golden set tools."""
+"""``ragtrack golden``: build the golden set (propose, accept, answer, audit) and keep it honest."""
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from ragtrack.cli import console, main
+from ragtrack.cli import LLM_HELP, console, err, main, show
+from ragtrack.cli.corpus import CORPUS_HELP
+
+GOLDEN_HELP = "Golden set JSONL (default: from ragtrack.toml or golden/golden.jsonl)."
+
+
+def golden_options(f):
+    """--golden and --corpus, as every golden command takes them."""
+    f = click.option("--corpus", "corpus_path", type=click.Path(), help=CORPUS_HELP)(f)
+    return click.option("--golden", "golden_path", type=click.Path(dir_okay=False), help=GOLDEN_HELP)(f)
+
+
+def llm_options(f):
+    """--llm, --language, --no-cache: the options of every LLM-backed golden command."""
+    f = click.option("--no-cache", is_flag=True, help="Ignore the LLM response cache.")(f)
+    f = click.option("--language", type=click.Choice(["en", "zh"]), help="Prompt language (default: the material's).")(
+        f
+    )
+    return click.option("--llm", default="offline", show_default=True, help="LLM: " + LLM_HELP)(f)
+
+
+def _accounting(accounting: dict) -> None:
+    from ragtrack import report as view
+
+    show(view.accounting_table({"golden": accounting}))
 
 
 @main.group()
 def golden() -> None:
-    """Golden set tools: validate, stats, retire."""
+    """Golden set tools: build it (propose, accept, answer, audit), check it, keep it hard.
+
+    \b
+    The SOP, from a folder of documents:
+      ragtrack corpus ls / search "…"                 # find passages and their IDs
+      ragtrack golden propose --doc a.md --doc b.md   # candidate questions → candidates.jsonl
+      (review: fix questions and gt_context_ids, set "status": "accepted")
+      ragtrack golden accept                          # accepted candidates → golden set
+      ragtrack golden answer                          # GT answers fused from the GT passages
+      ragtrack golden audit                           # check answers and GT sets; exit 1 on findings
+      ragtrack golden validate                        # also reports stale GT after corpus edits
+    """
 
 
 @golden.command("validate")
-@click.option("--golden", "golden_path", type=click.Path(dir_okay=False))
-@click.option("--corpus", "corpus_path", type=click.Path())
+@golden_options
 @click.pass_context
 def golden_validate(ctx, golden_path, corpus_path):
-    """Check the golden set against the corpus; every problem names file, line and field."""
-    from ragtrack.api import validate_golden
+    """Check the golden set against the corpus; every problem names file, line and field.
 
-    corpus, gold = validate_golden(root=ctx.obj["root"], corpus_path=corpus_path, golden_path=golden_path)
+    Also reports items whose GT passages changed or disappeared since they were
+    written (stale GT) and items without a GT answer yet; either makes the exit
+    status 1, as they would make `ragtrack eval` refuse.
+    """
+    from ragtrack.api import check_golden
+
+    check = check_golden(root=ctx.obj["root"], corpus_path=corpus_path, golden_path=golden_path)
+    corpus, gold = check.corpus, check.golden
     console.print(
         f"[green]ok[/] {len(gold)} items, {len(corpus)} passages in {len(corpus.documents)} documents; "
         f"digest {gold.digest}"
     )
+    for s in check.stale:
+        err.print(f"[yellow]stale GT[/] {s}", highlight=False)
+    if check.stale:
+        err.print(
+            f"{len(check.stale)} item(s) have stale GT: check their answers, then "
+            "`ragtrack golden fingerprint --item ID` (eval refuses them unless --allow-stale)"
+        )
+    if check.unanswered:
+        err.print(
+            f"{len(check.unanswered)} item(s) have no GT answer yet: {', '.join(check.unanswered)} "
+            "(run `ragtrack golden answer`)",
+            highlight=False,
+        )
+    if check.unfingerprinted:
+        console.print(
+            f"[dim]{len(check.unfingerprinted)} item(s) carry no GT fingerprint, so edits to their passages "
+            "go unnoticed: run `ragtrack golden fingerprint`[/]"
+        )
+    sys.exit(0 if check.ready else 1)
 
 
 @golden.command("stats")
-@click.option("--golden", "golden_path", type=click.Path(dir_okay=False))
-@click.option("--corpus", "corpus_path", type=click.Path())
+@golden_options
 @click.pass_context
 def golden_stats_cmd(ctx, golden_path, corpus_path):
     """Items per type, GT sizes, documents covered."""
@@ -41,9 +101,209 @@ def golden_stats_cmd(ctx, golden_path, corpus_path):
     )
 
 
+@golden.command("propose")
+@click.option(
+    "--doc",
+    "documents",
+    multiple=True,
+    required=True,
+    help="A document (its path in the corpus) or a folder of them; repeat it: types C and D need two or more.",
+)
+@click.option("--types", help="Question types, comma-separated (default: A,B,C,D; C and D with two or more documents).")
+@click.option("--n", "n", default=2, show_default=True, type=click.IntRange(min=1), help="Candidates per type.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="Candidates file (default: candidates.jsonl beside the golden set)."
+)
+@llm_options
+@golden_options
+@click.pass_context
+def golden_propose(ctx, documents, types, n, out, llm, language, no_cache, golden_path, corpus_path):
+    """Propose candidate questions of each type from documents, each with its suggested GT passages,
+    a solution path and a draft answer. They go to a candidates file for review, never straight
+    into the golden set. Offline, a template proposer (headings and key sentences) stands in."""
+    from ragtrack.api import propose
+
+    wanted = [t.strip().upper() for t in (types or "").split(",") if t.strip()]
+    bad = [t for t in wanted if t not in ("A", "B", "C", "D")]
+    if bad:
+        raise click.BadParameter(f"unknown type(s) {', '.join(bad)}; expected A, B, C, D", param_hint="--types")
+    report = propose(
+        list(documents),
+        types=wanted or None,
+        n=n,
+        llm=llm,
+        language=language,
+        out=out,
+        root=ctx.obj["root"],
+        corpus_path=corpus_path,
+        golden_path=golden_path,
+        use_cache=not no_cache,
+    )
+    for c in report.added:
+        console.print(f"[bold]{c.id}[/] ({c.type}) {c.question}", highlight=False)
+        console.print(f"    GT: {', '.join(c.gt_context_ids)}", highlight=False, style="dim")
+    for note in report.notes:
+        err.print(f"note: {note}", highlight=False)
+    for t, error in report.failed.items():
+        err.print(f"[red]type {t} failed:[/] {error}", highlight=False)
+    _accounting(report.accounting)
+    if report.proposer == "offline-template":
+        console.print(
+            "[yellow]offline:[/] these are templates built from headings and key sentences, not an LLM's "
+            "questions; rewrite each question as a user would ask it (or use --llm)."
+        )
+    console.print(
+        f"{len(report.added)} candidate(s) added to {report.path}. Review them: fix question and "
+        'gt_context_ids (`ragtrack corpus search`), set "status": "accepted", then `ragtrack golden accept`.'
+    )
+    sys.exit(1 if report.failed else 0)
+
+
+@golden.command("accept")
+@click.option("--id", "item_ids", multiple=True, help="Accept these candidates (default: those with status accepted).")
+@click.option("--candidates", "candidates_path", type=click.Path(dir_okay=False), help="Candidates file.")
+@golden_options
+@click.pass_context
+def golden_accept(ctx, item_ids, candidates_path, golden_path, corpus_path):
+    """Move reviewed candidates into the golden set, after checking their fields, that every GT ID
+    exists and that the GT fits the type. Nothing is moved if any candidate has a problem."""
+    from ragtrack.api import accept_candidates
+
+    done, path = accept_candidates(
+        item_ids=list(item_ids) or None,
+        candidates_path=candidates_path,
+        root=ctx.obj["root"],
+        corpus_path=corpus_path,
+        golden_path=golden_path,
+    )
+    if done.moved:
+        console.print(f"moved {len(done.moved)} item(s) into {path}: {', '.join(done.moved)}", highlight=False)
+    if done.already:
+        console.print(f"already in the golden set, removed from the candidates: {', '.join(done.already)}")
+    console.print("next: `ragtrack golden answer` for the items without a GT answer")
+
+
+@golden.command("answer")
+@click.option("--id", "item_ids", multiple=True, help="Only these items.")
+@click.option("--force", is_flag=True, help="Rewrite the answers of the chosen items even if they have one.")
+@llm_options
+@golden_options
+@click.pass_context
+def golden_answer(ctx, item_ids, force, llm, language, no_cache, golden_path, corpus_path):
+    """Write the GT answer of items that have GT passages and no answer, fused from the GT passages
+    (only facts they contain). Offline, answers are extracted sentences, not a fusion."""
+    from ragtrack.api import answer_golden
+
+    report = answer_golden(
+        llm=llm,
+        item_ids=list(item_ids) or None,
+        force=force,
+        language=language,
+        root=ctx.obj["root"],
+        corpus_path=corpus_path,
+        golden_path=golden_path,
+        use_cache=not no_cache,
+    )
+    for item_id, why in report.skipped.items():
+        console.print(f"skipped {item_id}: {why}", highlight=False)
+    for item_id, error in report.failed.items():
+        err.print(f"[red]{item_id} failed:[/] {error}", highlight=False)
+    _accounting(report.accounting)
+    if report.offline and report.written:
+        console.print(
+            "[yellow]offline:[/] the answers are sentences extracted from the GT passages, not fused; "
+            "rewrite them or use --llm."
+        )
+    console.print(f"wrote {len(report.written)} GT answer(s) to {report.golden_path}")
+    sys.exit(1 if report.failed else 0)
+
+
+@golden.command("audit")
+@click.option("--id", "item_ids", multiple=True, help="Only these items.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), help="Report file (.md or .json).")
+@llm_options
+@golden_options
+@click.pass_context
+def golden_audit(ctx, item_ids, report_path, llm, language, no_cache, golden_path, corpus_path):
+    """Check every GT answer against its GT passages (each sentence supported) and every GT set for
+    sufficiency and minimality; pass or needs change, with the sentence or passage at fault.
+    Writes a report; exit status 1 when any item needs a change."""
+    from ragtrack.api import audit_golden
+
+    report = audit_golden(
+        llm=llm,
+        item_ids=list(item_ids) or None,
+        report_path=report_path,
+        language=language,
+        root=ctx.obj["root"],
+        corpus_path=corpus_path,
+        golden_path=golden_path,
+        use_cache=not no_cache,
+    )
+    for r in report.results:
+        if r.passed:
+            continue
+        err.print(f"[red]{r.verdict}[/] {r.item_id}: {r.reason or r.error or ''}", highlight=False)
+        for s in r.unsupported:
+            err.print(f"    unsupported: {s}", highlight=False)
+        if r.missing:
+            err.print(f"    missing: {r.missing}", highlight=False)
+        for pid in r.superfluous:
+            err.print(f"    superfluous GT passage: {pid}", highlight=False)
+    _accounting(report.accounting)
+    passed = sum(r.passed for r in report.results)
+    console.print(
+        f"{passed}/{len(report.results)} item(s) pass · auditor: {report.auditor} · report {report.report_path}",
+        highlight=False,
+    )
+    sys.exit(0 if report.passed else 1)
+
+
+@golden.command("fingerprint")
+@click.option("--item", "item_ids", multiple=True, help="Re-baseline these items (after checking their answers).")
+@click.option("--all", "everything", is_flag=True, help="Every item.")
+@golden_options
+@click.pass_context
+def golden_fingerprint(ctx, item_ids, everything, golden_path, corpus_path):
+    """Record the current text of each item's GT passages (default: items without a fingerprint),
+    so validate and eval can tell when a corpus edit or re-import changes them."""
+    from ragtrack.api import fingerprint_golden
+
+    ids = fingerprint_golden(
+        item_ids=list(item_ids) or None,
+        everything=everything,
+        root=ctx.obj["root"],
+        corpus_path=corpus_path,
+        golden_path=golden_path,
+    )
+    console.print(f"fingerprinted {len(ids)} item(s)" + (f": {', '.join(ids)}" if ids else ""), highlight=False)
+
+
+@golden.command("import")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["normalized"]), default="normalized", show_default=True)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False), help="Folder for corpus.jsonl and golden.jsonl."
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions (the corpus is kept whole).")
+def golden_import(folder, fmt, out, limit):
+    """Import a public benchmark: FOLDER holds corpus.jsonl and queries.jsonl (gt_ids, gt_groups).
+    Multi-hop questions become type D, comparisons type C; GT groups are kept for all_hops_at_k."""
+    from ragtrack.api import import_benchmark
+
+    done = import_benchmark(folder, out=out, fmt=fmt, limit=limit)
+    types = ", ".join(f"{t}: {n}" for t, n in done.by_type.items())
+    console.print(
+        f"{done.items} items ({types}; {done.with_groups} with GT groups) → {done.golden_path}\n"
+        f"{done.passages} passages → {done.corpus_path}\n"
+        f"evaluate: ragtrack eval --version v1 --corpus {done.corpus_path} --golden {done.golden_path}",
+        highlight=False,
+    )
+
+
 @golden.command("retire")
 @click.argument("versions", nargs=-1, required=True)
-@click.option("--golden", "golden_path", type=click.Path(dir_okay=False))
+@click.option("--golden", "golden_path", type=click.Path(dir_okay=False), help=GOLDEN_HELP)
 @click.option("--apply", is_flag=True, help="Move them to regression.jsonl beside the golden set (default: only list).")
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.pass_context

@@ -33,7 +33,7 @@ class MetricRow:
     metric: str
     scope: str  # "all" or a question type
     diff: PairedDifference
-    items_total: int  # items in the scope; diff.n may be fewer for a judge with errors
+    items_total: int  # items in the scope the metric applies to; diff.n may be fewer for a judge with errors
 
     @property
     def partial(self) -> bool:
@@ -74,7 +74,7 @@ def compare_records(
             both = [(va, vb) for va, vb in values if va is not None and vb is not None]
             if both:
                 diff = compare_paired([va for va, _ in both], [vb for _, vb in both])
-                rows.append(MetricRow(metric, scope, diff, len(scoped)))
+                rows.append(MetricRow(metric, scope, diff, sum(m.applies(y, metric) for _, y in scoped)))
     changes = [
         ItemChange(y.id, y.type, y.question, metric, va, vb)
         for x, y in pairs

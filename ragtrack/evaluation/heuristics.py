@@ -57,7 +57,7 @@ def correctness(answer: str, gt_answer: str) -> tuple[int, str]:
     return score, reason + (f"; missing: {', '.join(missing)}" if missing else "")
 
 
-def _support(sentence: str, contexts: list[tuple[str, set[str]]]) -> float:
+def sentence_support(sentence: str, contexts: list[tuple[str, set[str]]]) -> float:
     """Best share of a sentence's units found in one context (given with its units); a context
     that lacks one of the sentence's numbers supports at most half of it (a wrong number is
     not a paraphrase)."""
@@ -82,7 +82,7 @@ def groundedness(answer: str, contexts: tuple[str, ...]) -> tuple[int, str]:
     if not sentences:
         return 1, "empty answer"
     with_units = [(ctx, overlap_units(ctx)) for ctx in contexts]  # once per context, not per sentence
-    supports = [_support(s, with_units) for s in sentences]
+    supports = [sentence_support(s, with_units) for s in sentences]
     score = _band(sum(supports) / len(supports))
     weak = [s for s, v in zip(sentences, supports, strict=True) if v < 0.5]
     if not weak:

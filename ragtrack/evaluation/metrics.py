@@ -6,7 +6,8 @@ identical for every version, so MLflow's compare view lines runs up.
 
 * retrieval metrics, per item from context IDs, then averaged: ``context_recall``,
   ``context_precision``, ``mrr`` (the mean of the per-item ``reciprocal_rank``:
-  one metric, two names), ``hit_rate``, ``ndcg_at_k``;
+  one metric, two names), ``hit_rate``, ``ndcg_at_k``, and ``all_hops_at_k`` for items
+  with GT groups only (a mean over those items; absent when a run has none);
 * judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
   ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored) and
   ``judge_errors/<judge>`` (items whose verdict could not be read);
@@ -37,6 +38,7 @@ class Metric:
     item_key: str | None = None  # retrieval: the key in an item record's ``retrieval`` dict
     judge: str | None = None  # judge metrics: which judge
     normalized: bool = False  # judge metrics: the 0–1 form
+    needs_groups: bool = False  # applies only to items with GT groups (multi-hop benchmarks)
 
 
 RETRIEVAL: Registry[Metric] = Registry(
@@ -49,6 +51,12 @@ RETRIEVAL: Registry[Metric] = Registry(
         "mrr": Metric("mrr", "mean of 1 / rank of the first GT passage (0 when none)", item_key="reciprocal_rank"),
         "hit_rate": Metric("hit_rate", "share of items with at least one GT passage retrieved", item_key="hit_rate"),
         "ndcg_at_k": Metric("ndcg_at_k", "binary-relevance nDCG at the version's top_k", item_key="ndcg_at_k"),
+        "all_hops_at_k": Metric(
+            "all_hops_at_k",
+            "share of items with GT groups that have a passage of every group (hop) in the top_k",
+            item_key="all_hops_at_k",
+            needs_groups=True,
+        ),
     },
 )
 # Per-item names that are another name for a registered metric.
@@ -96,9 +104,17 @@ def split_key(logged: str) -> tuple[str, str]:
     return (name, scope) if sep and scope in TYPES else (logged, ALL)
 
 
+def applies(record: ItemRecord, name: str) -> bool:
+    """Whether a metric is defined for an item at all (``all_hops_at_k`` needs GT groups)."""
+    return not lookup(name).needs_groups or bool(record.gt_groups)
+
+
 def item_value(record: ItemRecord, name: str) -> float | None:
-    """One item's value of a metric (``mrr``, ``correctness``, ``correctness_norm``); None when unscored."""
+    """One item's value of a metric (``mrr``, ``correctness``, ``correctness_norm``); None when unscored
+    or when the metric does not apply to the item."""
     metric = lookup(name)
+    if not applies(record, name):
+        return None
     if metric.item_key is not None:
         return record.retrieval.get(metric.item_key)
     verdict = record.judges.get(metric.judge or "")

@@ -68,8 +68,18 @@ def all_hit(retrieved: Sequence[str], groups: Iterable[Iterable[str]]) -> float:
     return 1.0 if all(got & set(g) for g in groups) else 0.0
 
 
-def retrieval_scores(retrieved: Sequence[str], relevant: Iterable[str], k: int) -> dict[str, float]:
-    """All per-item retrieval metrics, keyed by their logged names."""
+def all_hops_at_k(retrieved: Sequence[str], groups: Iterable[Iterable[str]], k: int) -> float:
+    """1 when every GT group (one per hop) has a member among the first ``k`` distinct retrieved IDs."""
+    return all_hit(dedupe(retrieved)[:k], groups)
+
+
+def retrieval_scores(
+    retrieved: Sequence[str], relevant: Iterable[str], k: int, groups: Sequence[Sequence[str]] = ()
+) -> dict[str, float | None]:
+    """All per-item retrieval metrics, keyed by their logged names.
+
+    ``all_hops_at_k`` applies only to items with GT groups; it is None for the others.
+    """
     relevant = list(relevant)
     return {
         "context_recall": context_recall(retrieved, relevant),
@@ -77,6 +87,7 @@ def retrieval_scores(retrieved: Sequence[str], relevant: Iterable[str], k: int) 
         "reciprocal_rank": reciprocal_rank(retrieved, relevant),
         "hit_rate": hit_rate(retrieved, relevant),
         "ndcg_at_k": ndcg_at_k(retrieved, relevant, k),
+        "all_hops_at_k": all_hops_at_k(retrieved, groups, k) if groups else None,
     }
 
 

@@ -56,6 +56,17 @@ def _loads(text: str) -> tuple[bool, Any]:
         return False, None
 
 
+def _first_value(text: str) -> tuple[int, Any] | None:
+    """(position, value) of the first bracketed JSON value in ``text`` that parses."""
+    for i in [i for i, ch in enumerate(text) if ch in "{["][:MAX_TRIES]:
+        block = _balanced(text, i)
+        if block is not None:
+            ok, value = _loads(block)
+            if ok:
+                return i, value
+    return None
+
+
 def extract_json(text: str) -> Any:
     """The first JSON object or array in ``text``; raises :class:`ParseError` when there is none."""
     if not text or not text.strip():
@@ -63,17 +74,15 @@ def extract_json(text: str) -> Any:
     text = text[:MAX_REPLY_CHARS]
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
-        for variant in (candidate, candidate.translate(_FULLWIDTH)):
+        variants = (candidate, candidate.translate(_FULLWIDTH))
+        for variant in variants:
             ok, value = _loads(variant.strip())
             if ok:
                 return value
-            starts = [i for i, ch in enumerate(variant) if ch in "{["][:MAX_TRIES]
-            for i in starts:
-                block = _balanced(variant, i)
-                if block is not None:
-                    ok, value = _loads(block)
-                    if ok:
-                        return value
+        # The earliest complete value wins: in ``｛"a"：[]｝`` that is the translated object, not its inner list.
+        found = [hit for variant in variants if (hit := _first_value(variant)) is not None]
+        if found:
+            return min(found, key=lambda hit: hit[0])[1]
     if "{" in text and "}" not in text[text.index("{") :]:
         raise ParseError("truncated JSON (no closing brace)")
     raise ParseError("no JSON object found")

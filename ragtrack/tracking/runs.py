@@ -16,16 +16,23 @@ import io
 import json
 import logging
 import os
+import warnings
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 
 import mlflow
+from mlflow.data.dataset_source import DatasetSource
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
+from mlflow.entities import DatasetInput, InputTag
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
 from ragtrack.agent import Agent
 from ragtrack.corpus import Corpus
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JudgePanel
-from ragtrack.golden import GoldenSet
+from ragtrack.golden import GoldenSet, Staleness
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking.models import ModelRef
@@ -201,3 +208,42 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+class GoldenDataset(MetaDataset):
+    """A golden set as a metadata-only MLflow dataset, with a profile (item counts) beside name and digest."""
+
+    def __init__(self, source: DatasetSource, name: str, digest: str, profile: dict):
+        self._profile = profile
+        super().__init__(source, name=name, digest=digest)
+
+    @property
+    def profile(self) -> dict:
+        return self._profile
+
+    def to_dict(self) -> dict[str, str]:
+        return {**super().to_dict(), "profile": json.dumps(self._profile, ensure_ascii=False)}
+
+
+def log_golden_dataset(store: Store, run_id: str, golden: GoldenSet, stale: list[Staleness]) -> None:
+    """The golden set as the run's named MLflow dataset input (the UI's Datasets column).
+
+    Name = the golden file's stem, digest = the golden digest (the comparability
+    key), source = the file, profile = item count, items per type, the corpus
+    digest and the items scored with stale GT under ``--allow-stale``. Logging
+    the same dataset again (a resumed run) adds nothing.
+    """
+    path = os.path.abspath(golden.source)
+    with warnings.catch_warnings():  # MLflow registers the local-file source twice and says so
+        warnings.simplefilter("ignore")
+        source = resolve_dataset_source(path)
+    types = Counter(i.type for i in golden.items)
+    profile = {
+        "items": len(golden),
+        "types": {t: types[t] for t in sorted(types)},
+        "corpus_digest": golden.corpus_digest,
+        "stale_items": [s.item_id for s in stale],
+    }
+    name = os.path.splitext(os.path.basename(path))[0]
+    dataset = GoldenDataset(source, name, golden.digest, profile)._to_mlflow_entity()
+    store.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])])

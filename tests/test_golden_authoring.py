@@ -1,0 +1,248 @@
+"""Building a golden set from a folder of Chinese Markdown documents, offline, as the README walks it.
+
+Real files, the real corpus loader, real indexes and a real MLflow store; the
+commands run through the CLI exactly as a user types them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtrack.cli import main
+
+from .conftest import DATA, REPO
+
+DOCS = ["faq.md", "firmware-update.md", "network-setup-guide.md", "qinghe-app-guide.md", "warranty-policy.md"]
+MATTER = "faq.md#青禾智能常见问题/选购与兼容/青禾设备支持-matter-吗"
+
+
+def run(root: Path, *args: str):
+    return CliRunner().invoke(main, ["--root", str(root), *args], catch_exceptions=False)
+
+
+def zh_project(root: Path) -> Path:
+    """The README's project: the .md files of the example KB, the shipped pipelines, a ragtrack.toml."""
+    (root / "docs").mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy(REPO / "examples" / "zh-kb" / "docs" / name, root / "docs" / name)
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    (root / "ragtrack.toml").write_text('[project]\ncorpus = "docs"\ngolden = "golden.jsonl"\n', encoding="utf-8")
+    return root
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return zh_project(tmp_path / "qinghe")
+
+
+def propose_all(root: Path) -> list[dict]:
+    result = run(root, "golden", "propose", *[a for d in DOCS for a in ("--doc", d)], "--n", "2")
+    assert result.exit_code == 0, result.output
+    return lines(root / "candidates.jsonl")
+
+
+def test_offline_walkthrough_from_folder_to_stale_items(project):
+    """The README's walkthrough: propose → accept → answer → audit → validate → eval → edit → stale."""
+    candidates = propose_all(project)
+    assert {c["type"] for c in candidates} == set("ABCD")
+    assert all(c["proposer"] == "offline-template" and "template" in c["tags"] for c in candidates)
+    assert all("离线模板" in c["note"] for c in candidates)  # honest about what wrote them
+    assert all(c["gt_context_ids"] == c["suggested_gt"] and c["draft_answer"] for c in candidates)
+    assert not (project / "golden.jsonl").exists()  # never straight into the golden set
+
+    result = run(project, "golden", "accept", "--id", "a001", "--id", "b001", "--id", "c001", "--id", "d001")
+    assert result.exit_code == 0, result.output
+    items = lines(project / "golden.jsonl")
+    assert [i["id"] for i in items] == ["a001", "b001", "c001", "d001"]
+    assert all(i["gt_answer"] == "" and set(i["gt_fingerprint"]) == set(i["gt_context_ids"]) for i in items)
+    assert {c["id"] for c in lines(project / "candidates.jsonl")} == {"a002", "b002", "c002", "d002"}
+
+    result = run(project, "golden", "validate")
+    assert result.exit_code == 1 and "no GT answer yet" in result.output
+
+    result = run(project, "golden", "answer")
+    assert result.exit_code == 0, result.output
+    assert "extracted from the GT passages" in result.output
+    answers = {i["id"]: i["gt_answer"] for i in lines(project / "golden.jsonl")}
+    assert "3.2.0" in answers["a001"]  # the blanked fact, extracted from its GT passage
+
+    result = run(project, "golden", "audit")
+    assert result.exit_code == 0, result.output
+    assert "4/4 item(s) pass" in result.output and "heuristic" in result.output
+    assert "offline lexical audit" in (project / "audit.md").read_text(encoding="utf-8")
+
+    result = run(project, "golden", "validate")
+    assert result.exit_code == 0, result.output
+
+    result = run(project, "eval", "--version", "v1")
+    assert result.exit_code == 0, result.output
+    assert all(f"type {t}" in result.output for t in "ABCD")
+
+    faq = project / "docs" / "faq.md"
+    faq.write_text(faq.read_text(encoding="utf-8").replace("3.2.0", "3.3.0"), encoding="utf-8")
+    result = run(project, "golden", "validate")
+    assert result.exit_code == 1
+    stale = [line for line in result.output.splitlines() if line.startswith("stale GT")]
+    assert len(stale) == 2  # exactly the two items whose GT holds the edited passage
+    assert all(f"{MATTER} changed" in line for line in stale)
+    assert any(":1: a001:" in line for line in stale) and any(":4: d001:" in line for line in stale)
+
+    result = run(project, "eval", "--version", "v1")
+    assert result.exit_code == 2 and "2 item(s) have stale GT" in result.output
+    assert "a001" in result.output and "d001" in result.output and "b001" not in result.output
+    result = run(project, "eval", "--version", "v1", "--allow-stale")
+    assert result.exit_code == 0, result.output
+
+    result = run(project, "golden", "fingerprint", "--item", "a001", "--item", "d001")
+    assert result.exit_code == 0 and "a001, d001" in result.output
+    assert run(project, "golden", "validate").exit_code == 0
+
+
+def test_candidates_marked_accepted_are_moved_and_status_is_required(project):
+    propose_all(project)
+    result = run(project, "golden", "accept")
+    assert result.exit_code == 2 and '"status": "accepted"' in result.output
+    path = project / "candidates.jsonl"
+    rows = lines(path)
+    rows[1]["status"] = "accepted"
+    rows[1]["question"] = "Zigbee 兼容的是哪个版本的标准？"  # a reviewer's rewrite
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    result = run(project, "golden", "accept")
+    assert result.exit_code == 0, result.output
+    assert [i["question"] for i in lines(project / "golden.jsonl")] == ["Zigbee 兼容的是哪个版本的标准？"]
+    assert rows[1]["id"] not in {c["id"] for c in lines(path)}
+
+
+def test_accept_validates_every_chosen_candidate_and_moves_nothing_on_a_problem(project):
+    propose_all(project)
+    path = project / "candidates.jsonl"
+    rows = lines(path)
+    by_id = {r["id"]: r for r in rows}
+    by_id["a001"]["gt_context_ids"] = ["faq.md#no-such-section"]
+    by_id["b001"]["gt_context_ids"] = by_id["c001"]["gt_context_ids"]  # B across two documents
+    by_id["c001"]["question"] = "  "
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    before = path.read_bytes()
+    result = run(project, "golden", "accept", "--id", "a001", "--id", "b001", "--id", "c001", "--id", "d001")
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: gt_context_ids: unknown context id 'faq.md#no-such-section'" in result.output
+    assert f"{path}:3: gt_context_ids: type B keeps its GT passages in one document" in result.output
+    assert f"{path}:5: question: must not be empty" in result.output
+    assert "Traceback" not in result.output and result.output.count(str(path)) == 3
+    assert path.read_bytes() == before and not (project / "golden.jsonl").exists()
+
+
+def test_accept_after_a_crash_between_its_two_writes_finishes_the_move(project):
+    """The golden set is written before the candidates file: a crash in between leaves the item in both,
+    and running accept again only drops it from the candidates."""
+    propose_all(project)
+    rows = lines(project / "candidates.jsonl")
+    assert run(project, "golden", "accept", "--id", "a001").exit_code == 0
+    (project / "candidates.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )  # as if the second write never happened
+    result = run(project, "golden", "accept", "--id", "a001")
+    assert result.exit_code == 0 and "already in the golden set" in result.output
+    assert [i["id"] for i in lines(project / "golden.jsonl")] == ["a001"]
+    assert "a001" not in {c["id"] for c in lines(project / "candidates.jsonl")}
+
+
+def test_propose_rejects_multi_document_types_for_one_document_and_dedupes(project):
+    result = run(project, "golden", "propose", "--doc", "faq.md", "--types", "C")
+    assert result.exit_code == 2 and "need passages of at least two documents" in result.output
+    result = run(project, "golden", "propose", "--doc", "faq.md")
+    assert result.exit_code == 0 and "types C and D skipped" in result.output
+    first = lines(project / "candidates.jsonl")
+    assert {c["type"] for c in first} == {"A", "B"} and {c["source_documents"][0] for c in first} == {"faq.md"}
+    again = run(project, "golden", "propose", "--doc", "faq.md")
+    assert "already proposed" in again.output and lines(project / "candidates.jsonl") == first
+    result = run(project, "golden", "propose", "--doc", "nope.md")
+    assert result.exit_code == 2 and "no document 'nope.md'" in result.output
+
+
+def test_audit_names_the_unsupported_sentence_and_the_superfluous_passage_and_exits_1(project):
+    propose_all(project)
+    assert run(project, "golden", "accept", "--id", "a001", "--id", "c001").exit_code == 0
+    assert run(project, "golden", "answer").exit_code == 0
+    path = project / "golden.jsonl"
+    items = lines(path)
+    invented = "固件升级后网关会自动重启三次并清空全部自动化。"
+    items[0]["gt_answer"] += invented
+    extra = "warranty-policy.md#青禾智能产品保修政策/保修期限/网关类产品"
+    items[1]["gt_context_ids"].append(extra)
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items), encoding="utf-8")
+    result = run(project, "golden", "audit", "--report", str(project / "audit.json"))
+    assert result.exit_code == 1, result.output
+    report = json.loads((project / "audit.json").read_text(encoding="utf-8"))
+    by_id = {r["item_id"]: r for r in report["items"]}
+    assert by_id["a001"]["verdict"] == "needs_change" and by_id["a001"]["unsupported"] == [invented]
+    assert by_id["c001"]["verdict"] == "needs_change" and by_id["c001"]["superfluous"] == [extra]
+    assert report["auditor"].startswith("offline lexical audit")
+
+
+def test_audit_and_validate_flag_items_without_answers(project):
+    propose_all(project)
+    assert run(project, "golden", "accept", "--id", "b001").exit_code == 0
+    result = run(project, "golden", "audit")
+    assert result.exit_code == 1 and "no GT answer yet" in result.output
+    result = run(project, "eval", "--version", "v1")
+    assert result.exit_code == 2 and "no GT answer yet (b001)" in result.output
+
+
+def test_a_gt_passage_that_disappears_is_stale_not_a_typo(project):
+    propose_all(project)
+    assert run(project, "golden", "accept", "--id", "a001", "--id", "b001").exit_code == 0
+    assert run(project, "golden", "answer").exit_code == 0
+    faq = project / "docs" / "faq.md"
+    faq.write_text(faq.read_text(encoding="utf-8").replace("### 青禾设备支持 Matter 吗？", "### Matter"), "utf-8")
+    result = run(project, "golden", "validate")
+    assert result.exit_code == 1 and f"a001: GT passage {MATTER} disappeared from the corpus" in result.output
+    result = run(project, "golden", "fingerprint", "--item", "a001")
+    assert result.exit_code == 2 and "fix the items' gt_context_ids first" in result.output
+
+
+def test_fingerprints_stay_out_of_the_digest_of_the_shipped_golden_set(tmp_path):
+    """The README's measured tables quote digest b3659caab4e0ee6f: recording fingerprints must not move it."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import load_golden
+
+    corpus = load_corpus(REPO / "golden" / "kb")
+    shipped = load_golden(REPO / "golden" / "golden.jsonl", corpus)
+    assert shipped.digest == "b3659caab4e0ee6f"
+    assert all(i.gt_fingerprint for i in shipped.items)  # the shipped set carries them
+    bare = tmp_path / "golden.jsonl"
+    bare.write_text(
+        "".join(
+            json.dumps({k: v for k, v in json.loads(line).items() if k != "gt_fingerprint"}, ensure_ascii=False) + "\n"
+            for line in (REPO / "golden" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
+        ),
+        encoding="utf-8",
+    )
+    assert load_golden(bare, corpus).digest == shipped.digest
+
+
+def test_fingerprint_rewrites_only_items_without_one_and_keeps_other_lines(tmp_path):
+    from .conftest import make_project
+
+    root = make_project(tmp_path / "p")
+    path = root / "golden" / "golden.jsonl"
+    original = path.read_text(encoding="utf-8").splitlines()
+    result = run(root, "golden", "fingerprint")
+    assert result.exit_code == 0 and "fingerprinted 5 item(s)" in result.output
+    assert run(root, "golden", "fingerprint").output.startswith("fingerprinted 0 item(s)")
+    now = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(a)["id"] for a in original] == [json.loads(b)["id"] for b in now]
+    assert all(
+        {**json.loads(a), "gt_fingerprint": json.loads(b)["gt_fingerprint"]} == json.loads(b)
+        for a, b in zip(original, now, strict=True)
+    )
+    assert (DATA / "golden.jsonl").read_text(encoding="utf-8").splitlines() == original  # test data untouched

@@ -1,0 +1,166 @@
+"""Public multi-hop benchmarks: importing the normalized format, the all-hops metric, and v1 end to end
+on the imported HotpotQA-100 (read from ../shared/benchmarks at test time; it is not copied here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtrack.cli import main
+from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.aggregate import aggregate
+from ragtrack.evaluation.compare import compare_records
+from ragtrack.evaluation.retrieval_metrics import all_hops_at_k, retrieval_scores
+from ragtrack.records import ItemRecord
+
+from .conftest import REPO
+
+# ../shared beside the project (as CI lays it out); RAGTRACK_SHARED points elsewhere.
+SHARED = Path(os.environ.get("RAGTRACK_SHARED", REPO.parent / "shared"))
+HOTPOTQA = SHARED / "benchmarks" / "hipporag_multihop_en" / "normalized" / "hotpotqa"
+needs_hotpotqa = pytest.mark.skipif(not HOTPOTQA.is_dir(), reason="../shared/benchmarks is not beside the project")
+
+
+def run(*args, root: Path | None = None):
+    prefix = ["--root", str(root)] if root else []
+    return CliRunner().invoke(main, [*prefix, *args], catch_exceptions=False)
+
+
+# ---------------------------------------------------------------- the metric, against hand-computed values
+
+
+def test_all_hops_at_k_needs_one_member_of_every_group_in_the_first_k_distinct_ids():
+    groups = [["a"], ["b", "z"]]
+    assert all_hops_at_k(["a", "x", "b", "c"], groups, 2) == 0.0  # b is at rank 3
+    assert all_hops_at_k(["a", "x", "b", "c"], groups, 3) == 1.0
+    assert all_hops_at_k(["a", "a", "z"], groups, 2) == 1.0  # duplicates count once: z is rank 2
+    assert all_hops_at_k(["z", "y"], groups, 5) == 0.0  # the first hop is missing
+    assert retrieval_scores(["a"], ["a"], 5)["all_hops_at_k"] is None  # no groups: does not apply
+    assert retrieval_scores(["a", "b"], ["a", "b"], 5, groups)["all_hops_at_k"] == 1.0
+
+
+def record(item_id: str, kind: str, all_hops: float | None, groups: list[list[str]]) -> ItemRecord:
+    scores = {k: 1.0 for k in ("context_recall", "context_precision", "reciprocal_rank", "hit_rate", "ndcg_at_k")}
+    return ItemRecord(
+        item_id, kind, "q", ["a"], "gt", "a", [], {**scores, "all_hops_at_k": all_hops}, {}, gt_groups=groups
+    )
+
+
+def test_all_hops_is_averaged_over_items_with_groups_only_and_never_nan():
+    grouped = [["a"], ["b"]]
+    records = [
+        record("d1", "D", 1.0, grouped),
+        record("d2", "D", 0.0, grouped),
+        record("c1", "C", 1.0, grouped),
+        record("a1", "A", None, []),
+    ]
+    metrics = aggregate(records, judges=[])
+    assert metrics["all_hops_at_k"] == pytest.approx(2 / 3)  # 3 grouped items, not 4
+    assert metrics["all_hops_at_k/type_D"] == 0.5 and metrics["all_hops_at_k/type_C"] == 1.0
+    assert "all_hops_at_k/type_A" not in metrics and metrics["context_recall/type_A"] == 1.0
+    assert not any(math.isnan(v) for v in metrics.values())
+    assert "all_hops_at_k" not in aggregate([record("a1", "A", None, [])], judges=[])
+    assert m.lookup("all_hops_at_k").needs_groups and not m.applies(records[3], "all_hops_at_k")
+
+    rows, _ = compare_records(records, records)
+    row = next(r for r in rows if r.metric == "all_hops_at_k" and r.scope == m.ALL)
+    assert row.items_total == 3 and not row.partial  # a metric that does not apply is not a partial mean
+
+
+def test_the_metrics_table_shows_all_hops_only_when_a_run_has_groups():
+    from rich.console import Console
+
+    from ragtrack import report
+
+    def text(metrics):
+        console = Console(width=200, record=True)
+        console.print(report.metrics_table(metrics, "t"))
+        return console.export_text()
+
+    assert "all_hops_at_k" not in text({"context_recall": 1.0, "items": 1.0})
+    assert "all_hops_at_k" in text({"context_recall": 1.0, "all_hops_at_k": 0.5, "items": 2.0})
+
+
+# ---------------------------------------------------------------- import
+
+
+def test_import_rejects_unknown_question_types_and_missing_passages(tmp_path):
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text(
+        '{"id": "p1", "title": "One", "text": "First."}\n{"id": "p2", "title": "Two", "text": "Second."}\n'
+    )
+    rows = [
+        {"id": "q1", "question": "Which?", "answers": ["First"], "gt_ids": ["p1", "p2"],
+         "gt_groups": [["p1"], ["p2"]], "type": "bridge/easy"},
+        {"id": "q2", "question": "What?", "answers": ["x"], "gt_ids": ["p1"], "gt_groups": [["p1"]], "type": "riddle"},
+        {"id": "q3", "question": "Who?", "answers": ["y"], "gt_ids": ["p9"], "gt_groups": [["p9"]], "type": "span"},
+    ]  # fmt: skip
+    (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run("golden", "import", str(folder), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert f"{folder / 'queries.jsonl'}:2: type: unknown benchmark question type 'riddle'" in result.output
+    assert f"{folder / 'queries.jsonl'}:3: gt_ids: unknown passage id 'p9'" in result.output
+    assert not (tmp_path / "out").exists()  # nothing written
+
+    result = run("golden", "import", str(folder), "--out", str(tmp_path / "out"), "--limit", "1")
+    assert result.exit_code == 0, result.output
+    [item] = [json.loads(line) for line in (tmp_path / "out" / "golden.jsonl").read_text().splitlines()]
+    assert item["type"] == "D" and item["gt_groups"] == [["p1"], ["p2"]] and item["tags"] == ["bridge/easy"]
+    assert set(item["gt_fingerprint"]) == {"p1", "p2"} and item["gt_answer"] == "First"
+
+
+@needs_hotpotqa
+def test_import_hotpotqa_100(tmp_path):
+    result = run("golden", "import", str(HOTPOTQA), "--format", "normalized", "--out", str(tmp_path / "hotpotqa"))
+    assert result.exit_code == 0, result.output
+    assert "100 items (C: 22, D: 78; 100 with GT groups)" in result.output and "994 passages" in result.output
+    from ragtrack.api import check_golden
+
+    check = check_golden(
+        corpus_path=str(tmp_path / "hotpotqa" / "corpus.jsonl"), golden_path=str(tmp_path / "hotpotqa" / "golden.jsonl")
+    )
+    assert check.ready and not check.unfingerprinted and len(check.corpus) == 994
+    first = check.golden.items[0]
+    assert first.question == "If Gallu is a demon Lilu is what?" and first.gt_answer == "a spirit"
+    assert first.gt_groups == (("Alû",), ("Lilu (mythology)",))
+
+
+@needs_hotpotqa
+def test_v1_evaluates_the_imported_hotpotqa_end_to_end(tmp_path, request):
+    """v1 (dense over 500-character windows of 994 passages) on the imported set; the index lives in
+    pytest's cache so only the first run on a machine pays for embedding the corpus."""
+    from mlflow import MlflowClient
+
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "pipelines", root / "pipelines")
+    assert run("golden", "import", str(HOTPOTQA), "--out", str(root / "hotpotqa")).exit_code == 0
+    cache = request.config.cache.mkdir("ragtrack-hotpotqa-index")
+    (root / "ragtrack.toml").write_text(
+        f'[project]\ncorpus = "hotpotqa/corpus.jsonl"\ngolden = "hotpotqa/golden.jsonl"\ncache_dir = "{cache}"\n'
+    )
+    result = run("eval", "--version", "v1", "--limit", "8", root=root)
+    assert result.exit_code == 0, result.output
+    assert "all_hops_at_k" in result.output and "type D" in result.output and "type C" in result.output
+
+    client = MlflowClient(f"sqlite:///{root / 'mlruns' / 'mlflow.db'}")
+    [run_info] = client.search_runs([client.get_experiment_by_name("ragtrack").experiment_id])
+    metrics = run_info.data.metrics
+    assert 0.0 <= metrics["all_hops_at_k"] <= metrics["hit_rate"] <= 1.0
+    assert metrics["all_hops_at_k"] <= metrics["context_recall"]  # every hop found ⇒ full recall on 2-hop items
+    assert {"all_hops_at_k/type_C", "all_hops_at_k/type_D"} <= set(metrics)
+
+    # mlflow.genai.evaluate adds its own input (the per-item records); ragtrack's is the golden set
+    [dataset_input] = [d for d in run_info.inputs.dataset_inputs if d.dataset.name == "golden"]
+    dataset = dataset_input.dataset
+    assert dataset.digest == run_info.data.tags["ragtrack.golden_digest"]
+    assert json.loads(dataset.source)["uri"] == str(root / "hotpotqa" / "golden.jsonl")
+    profile = json.loads(dataset.profile)
+    assert profile["items"] == 8 and profile["types"] == {"C": 2, "D": 6} and profile["stale_items"] == []
+    assert {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"] == "eval"
