@@ -40,6 +40,17 @@ def _quiet_libraries() -> None:
     logging.getLogger("ragtrack").setLevel(logging.WARNING)
 
 
+# True in the ``ragtrack`` process itself (not when the group is invoked in-process, as by tests).
+_exit_at_once = False
+
+
+def run() -> None:
+    """The console script: ``main``, in a process that may end at once when interrupted."""
+    global _exit_at_once
+    _exit_at_once = True
+    main()
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, delivered as an interruption: the eval ends its run as KILLED and keeps its checkpoint."""
 
@@ -58,11 +69,14 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt as e:
             click.echo("interrupted", err=True)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            # Calls still in flight in worker threads are abandoned rather than awaited: everything
-            # worth keeping is already written (the checkpoint, the run's status).
-            os._exit(143 if isinstance(e, Terminated) else 130)
+            code = 143 if isinstance(e, Terminated) else 130
+            if _exit_at_once:
+                # Calls still in flight in worker threads are abandoned rather than awaited: everything
+                # worth keeping is already written (the checkpoint, the run's status).
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            sys.exit(code)
         except RagtrackError as e:
             click.echo(f"error: {e}", err=True)  # plain: paths with file:line must not be wrapped
             sys.exit(2)

@@ -1,5 +1,5 @@
 """``python -m ragtrack.cli``."""
 
-from ragtrack.cli import main
+from ragtrack.cli import run
 
-main()
+run()
