@@ -1,11 +1,10 @@
 """Public multi-hop benchmarks: importing the normalized format, the all-hops metric, and v1 end to end
-on the imported HotpotQA-100 (read from ../shared/benchmarks at test time; it is not copied here)."""
+on the imported HotpotQA-100 (tests/data/hotpotqa100, CC BY-SA 4.0)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -19,12 +18,10 @@ from ragtrack.evaluation.compare import compare_records
 from ragtrack.evaluation.retrieval_metrics import all_hops_at_k, retrieval_scores
 from ragtrack.records import ItemRecord
 
-from .conftest import REPO
+from .conftest import DATA, REPO
 
-# ../shared beside the project (as CI lays it out); RAGTRACK_SHARED points elsewhere.
-SHARED = Path(os.environ.get("RAGTRACK_SHARED", REPO.parent / "shared"))
-HOTPOTQA = SHARED / "benchmarks" / "hipporag_multihop_en" / "normalized" / "hotpotqa"
-needs_hotpotqa = pytest.mark.skipif(not HOTPOTQA.is_dir(), reason="../shared/benchmarks is not beside the project")
+# The normalized HotpotQA-100 (CC BY-SA 4.0), copied into tests/data so the test runs everywhere.
+HOTPOTQA = DATA / "hotpotqa100"
 
 
 def run(*args, root: Path | None = None):
@@ -116,7 +113,6 @@ def test_import_rejects_unknown_question_types_and_missing_passages(tmp_path):
     assert set(item["gt_fingerprint"]) == {"p1", "p2"} and item["gt_answer"] == "First"
 
 
-@needs_hotpotqa
 def test_import_hotpotqa_100(tmp_path):
     result = run("golden", "import", str(HOTPOTQA), "--format", "normalized", "--out", str(tmp_path / "hotpotqa"))
     assert result.exit_code == 0, result.output
@@ -132,7 +128,6 @@ def test_import_hotpotqa_100(tmp_path):
     assert first.gt_groups == (("Alû",), ("Lilu (mythology)",))
 
 
-@needs_hotpotqa
 def test_v1_evaluates_the_imported_hotpotqa_end_to_end(tmp_path, request):
     """v1 (dense over 500-character windows of 994 passages) on the imported set; the index lives in
     pytest's cache so only the first run on a machine pays for embedding the corpus."""
