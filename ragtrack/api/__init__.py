@@ -7,7 +7,8 @@
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 :mod:`~ragtrack.api.decisions` (compare, promote, versions),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
-(golden set tools) and :mod:`~ragtrack.api.project` (the MLflow UI). Names
+(golden set tools), :mod:`~ragtrack.api.project` (the MLflow UI) and
+:mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
 """
@@ -32,6 +33,7 @@ _HOMES = {
     "judging": ["CalibrationReport", "calibrate"],
     "golden": ["golden_stats", "retire", "retirement_candidates", "validate_golden"],
     "project": ["ui_command"],
+    "platforms": ["import_corpus"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = sorted(_WHERE)
