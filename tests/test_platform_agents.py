@@ -141,11 +141,12 @@ def test_a_dify_chat_app_is_evaluated_with_contexts_mapped_by_text(project, keys
     p = report.params
     assert p["agent_kind"] == p["platform"] == "dify" and p["base_url"] == server.base_url
     assert p["app_mode"] == "chat" and p["spec.declared.prompt"] == "Answer briefly." and len(p["prompt_hash"]) == 12
+    assert p["app_name"] == "loopback app" and p["app_mode_reported"] == "chat"  # from GET /info
     assert p["id_table"].startswith("none")
     usage = report.accounting["agent"]["dify"]
     assert usage["calls"] == 5 and usage["tokens_in"] > 0 and usage["cost_usd"] > 0  # prices came as strings
-    assert server.exchanges[0].request.body["response_mode"] == "blocking"
-    assert server.exchanges[0].request.body["user"] == "ragtrack" and server.exchanges[0].request.body["inputs"] == {}
+    sent = server.replies("chat_messages")[0].request.body
+    assert sent["response_mode"] == "blocking" and sent["user"] == "ragtrack" and sent["inputs"] == {}
 
 
 def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys):
@@ -154,15 +155,16 @@ def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys)
         write_spec(project, "dify-completion", agent)
         report = evaluate("dify-completion", root=project)
     assert report.complete and report.metrics["retrieval_n"] == 5
-    assert {x.request.path for x in server.exchanges} == {"/v1/completion-messages"}
-    assert server.exchanges[0].request.body["inputs"]["query"] == server.exchanges[0].request.body["query"]
+    assert {x.request.path for x in server.exchanges} == {"/v1/info", "/v1/completion-messages"}
+    sent = server.replies("completion_messages")[0].request.body
+    assert sent["inputs"]["query"] == sent["query"]
     check_against_server(report, server, "completion_messages", dify_segments, DIFY_SEGMENTS)
 
     with dify_server(project, app_mode="agent-chat") as server:
         write_spec(project, "dify-agent", DIFY_AGENT.format(url=server.base_url, n=1))  # app_mode left at "chat"
         report = evaluate("dify-agent", root=project)
     # The first blocking request is refused (agent-chat apps only stream); every other one streams.
-    modes = [x.request.body["response_mode"] for x in server.exchanges]
+    modes = [x.request.body["response_mode"] for x in server.exchanges if x.request.handler == "chat_messages"]
     assert modes == ["blocking"] + ["streaming"] * 5
     assert report.complete and not any(r.errors for r in report.records)
     assert all(r.answer and r.contexts for r in report.records)
@@ -177,7 +179,7 @@ def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
         )
         write_spec(project, "dify-retrieval", agent)
         report = evaluate("dify-retrieval", root=project)
-    sent = server.exchanges[0].request.body["retrieval_model"]
+    sent = server.replies("retrieve")[0].request.body["retrieval_model"]
     assert sent == {
         "search_method": "hybrid_search",
         "reranking_enable": False,
@@ -251,13 +253,13 @@ def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(projec
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
         first = evaluate("dify-app", root=project)
-        asked = len(server.exchanges)
+        asked = len(server.replies("chat_messages"))
         again = evaluate("dify-app", root=project)
-        assert len(server.exchanges) == asked == 5, "an unchanged re-run asks nothing"
+        assert len(server.replies("chat_messages")) == asked == 5, "an unchanged re-run asks nothing"
         assert again.accounting["agent"]["dify"]["cached"] == 5
         assert [r.retrieval for r in again.records] == [r.retrieval for r in first.records]
         evaluate("dify-app", root=project, use_cache=False)
-        assert len(server.exchanges) == 10
+        assert len(server.replies("chat_messages")) == 10
 
 
 def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys):
@@ -276,7 +278,7 @@ def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys)
             evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after_two))
         report = evaluate("dify-app", root=project, use_cache=False)
     assert report.resumed == 2 and report.complete and len(report.records) == 5
-    assert len(server.exchanges) == 5, "each question was asked once across both processes"
+    assert len(server.replies("chat_messages")) == 5, "each question was asked once across both processes"
 
 
 def test_the_app_key_never_reaches_params_tags_artifacts_logs_or_caches(project, keys, caplog):
@@ -284,7 +286,7 @@ def test_the_app_key_never_reaches_params_tags_artifacts_logs_or_caches(project,
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
         report = evaluate("dify-app", root=project)
-    assert server.exchanges[0].request.headers["authorization"] == f"Bearer {APP_KEY}"  # it was sent...
+    assert server.exchanges[-1].request.headers["authorization"] == f"Bearer {APP_KEY}"  # it was sent...
     files = [p for p in project.rglob("*") if p.is_file()]
     assert any("agents" in p.parts for p in files) and any("mlruns" in p.parts for p in files)
     assert not [p for p in files if APP_KEY[4:].encode() in p.read_bytes()]  # ...and written nowhere
@@ -441,6 +443,8 @@ def test_a_python_callable_and_a_langchain_runnable(project):
     a1 = next(r for r in report.records if r.id == "a1")  # GT: the cfg passage → found at rank 1 of 2
     assert a1.retrieval == pytest.approx(by_hand([[CFG], ["unmapped:c2"]], [CFG]))
     assert a1.retrieval["context_precision"] == 0.5
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "py-fn"])
+    assert result.exit_code == 0 and "50% of the retrieved contexts map to no corpus passage" in result.output
 
     (project / "toy_rag_chain.py").write_text(RUNNABLE)
     write_spec(project, "py-chain", 'kind = "python"\ntarget = "toy_rag_chain:chain"\ninput_key = "query"\n')

@@ -104,6 +104,18 @@ class DifyAgent(ExternalAgent):
         self.endpoint = dify_endpoint(t.base_url, key, self.timeout_s, t.max_concurrency)
         self.streaming = t.app_mode == "agent-chat"
         self.top_k = t.top_k
+        self.app = {} if t.retrieval_only else self._app_info()
+
+    def _app_info(self) -> dict[str, str]:
+        """The app's name (and, in recent Dify versions, mode) from ``GET /info``, to log which app ran.
+        Best effort: an older Dify without it, or a failure here, only leaves the param out."""
+        try:
+            info = self.endpoint.request("GET", "/info", usage=Usage(), step="dify")
+        except EndpointError:
+            return {}
+        info = info if isinstance(info, dict) else {}
+        names = {"name": "name", "mode": "mode_reported"}
+        return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
 
     def ask(self, question: str, usage: Usage) -> Reply:
         try:
@@ -156,6 +168,7 @@ class DifyAgent(ExternalAgent):
         }
         if t.dataset_id:
             out["dataset_id"] = t.dataset_id
+        out.update({f"app_{k}": v for k, v in self.app.items()})  # app_name, app_mode_reported
         return out
 
 

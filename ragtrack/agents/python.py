@@ -2,7 +2,8 @@
 
     [agent]
     kind = "python"
-    target = "my_rag.chain:answer"   # module:attribute; the project root is importable
+    target = "my_rag.chain:answer"   # module:attribute
+    path = "src"                     # optional: a folder put first on the import path (default: the project root)
     input_key = "query"              # optional: call with {"query": question} instead of the question
 
 The target is called with the question (a runnable: ``.invoke``). What it
@@ -30,6 +31,7 @@ import inspect
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -50,6 +52,7 @@ CONTEXT_KEYS = ("contexts", "context", "source_documents", "documents")
 class PythonTable(AgentTable):
     kind: Literal["python"]
     target: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:attribute
+    path: str = "."  # relative to the project root
     input_key: str | None = None
     max_concurrency: int = Field(default=1, gt=0)  # user code is not assumed thread-safe
 
@@ -58,11 +61,16 @@ class PythonSpec(ExternalSpec):
     agent: PythonTable
 
 
-def load_target(spec: LoadedSpec, root: str) -> Any:
-    """The object ``target`` names, imported with the project root on the path; errors name the key."""
-    module_name, _, attribute = spec.spec.agent.target.partition(":")
-    if root not in sys.path:
-        sys.path.insert(0, root)
+def load_target(spec: LoadedSpec, root: Path) -> Any:
+    """The object ``target`` names, imported with ``path`` (under the project root) first on the
+    import path; errors name the key."""
+    table = spec.spec.agent
+    module_name, _, attribute = table.target.partition(":")
+    folder = (root / table.path).resolve()
+    if not folder.is_dir():
+        raise InputError([Problem(spec.path, f"folder not found: {folder}", None, "agent.path")])
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
     try:
         module = importlib.import_module(module_name)
         target = getattr(module, attribute)
@@ -78,7 +86,7 @@ def load_target(spec: LoadedSpec, root: str) -> Any:
 class PythonAgent(ExternalAgent):
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
-        self.target = load_target(spec, str(ctx.config.root.resolve()))
+        self.target = load_target(spec, ctx.config.root)
         self.runnable = hasattr(self.target, "invoke")
         try:
             source = inspect.getsource(inspect.getmodule(self.target) or self.target)

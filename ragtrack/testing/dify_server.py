@@ -7,7 +7,7 @@ It stands in for a Dify app with one knowledge base (the folder, re-chunked
 Dify's way: see :mod:`ragtrack.testing.knowledge`) in the tests and in the
 README walkthrough. Shapes follow Dify's Service API: ``POST /v1/chat-messages``
 and ``/completion-messages`` (blocking; streaming for agent-chat apps, which
-refuse blocking), ``POST /v1/datasets/{id}/retrieve``, and the listings
+refuse blocking), ``GET /v1/info``, ``POST /v1/datasets/{id}/retrieve``, and the listings
 ``GET /v1/datasets``, ``/datasets/{id}/documents`` and
 ``/documents/{id}/segments`` (paged, with Dify's ``has_more = len == limit``).
 Errors are ``{code, message, status}`` with real HTTP statuses; app routes
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
-from ragtrack.testing.server import LoopbackServer, Request, Response, bearer, page_args
+from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer, page_args
 
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 MODES = ("chat", "advanced-chat", "agent-chat", "completion")
@@ -38,6 +38,7 @@ MODES = ("chat", "advanced-chat", "agent-chat", "completion")
 class DifyServer(LoopbackServer):
     PREFIX = "/v1"
     ROUTES = [
+        ("GET", r"/v1/info", "app_info"),
         ("POST", r"/v1/chat-messages", "chat_messages"),
         ("POST", r"/v1/completion-messages", "completion_messages"),
         ("GET", r"/v1/datasets", "list_datasets"),
@@ -74,6 +75,14 @@ class DifyServer(LoopbackServer):
 
     def not_found(self, request: Request) -> Response:
         return self.error(404, "not_found", "The requested URL was not found on the server.")
+
+    def _fault(self) -> Response | Fault | None:
+        """The next injected fault; Dify Cloud's knowledge rate limit is a 403, not a 429."""
+        fault = self.fault()
+        if isinstance(fault, Fault) and fault.kind == "rate_limit_403":
+            message = "Sorry, you have reached the knowledge base request rate limit of your subscription."
+            return self.error(403, "forbidden", message)
+        return fault
 
     def _auth(self, request: Request, key: str) -> Response | None:
         token = bearer(request)
@@ -131,6 +140,20 @@ class DifyServer(LoopbackServer):
         }
 
     # ---------------------------------------------------------------- app routes
+    def app_info(self, request: Request) -> Response:
+        if denied := self._auth(request, self.app_key):
+            return denied
+        return Response(
+            200,
+            {
+                "name": "loopback app",
+                "description": "a stand-in Dify app",
+                "tags": [],
+                "mode": self.app_mode,
+                "author_name": "ragtrack",
+            },
+        )
+
     def chat_messages(self, request: Request) -> Response:
         return self._message(request, chat=True)
 
@@ -150,19 +173,16 @@ class DifyServer(LoopbackServer):
             return self.error(400, "invalid_param", "inputs is required")
         if not body.get("user"):
             return self.error(400, "invalid_param", "Arg user must be provided.")
-        question = str(body.get("query") or (body["inputs"].get("query") if not chat else "") or "")
+        # Older completion apps read the question from an input variable named "query".
+        question = str(body.get("query") or ("" if chat else body["inputs"].get("query")) or "")
         if chat and not question:
             return self.error(400, "invalid_param", "query is required")
         streaming = body.get("response_mode") == "streaming"
         if self.app_mode == "agent-chat" and not streaming:
             return self.error(400, "invalid_param", "Agent Chat App does not support blocking mode")
-        fault = self.fault()
+        fault = self._fault()
         if isinstance(fault, Response):
             return fault
-        if fault is not None and fault.kind == "rate_limit_403":
-            return self.error(
-                403, "forbidden", "Sorry, you have reached the knowledge base request rate limit of your subscription."
-            )
 
         hits = self.knowledge.search(question, self.top_k)
         answer = extractive_answer(question, [s for s, _ in hits])
@@ -217,13 +237,8 @@ class DifyServer(LoopbackServer):
     def retrieve(self, request: Request, dataset: str) -> Response:
         if problem := self._dataset(request, dataset):
             return problem
-        fault = self.fault()
-        if isinstance(fault, Response):
+        if isinstance(fault := self._fault(), Response):
             return fault
-        if fault is not None and fault.kind == "rate_limit_403":
-            return self.error(
-                403, "forbidden", "Sorry, you have reached the knowledge base request rate limit of your subscription."
-            )
         body = request.body if isinstance(request.body, dict) else {}
         query = str(body.get("query") or "")
         if not query:
@@ -374,7 +389,8 @@ class DifyServer(LoopbackServer):
         return self._page(request, [self._segment(s) for s in doc.segments], {"doc_form": "text_model"})
 
 
-def main(argv: list[str] | None = None) -> None:
+def from_args(argv: list[str] | None = None) -> DifyServer:
+    """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking Dify's Service API over a folder.")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--kb", required=True, help="folder of .md/.txt documents: the knowledge base")
@@ -386,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
     a = parser.parse_args(argv)
-    server = DifyServer(
+    return DifyServer(
         a.kb,
         app_key=a.app_key,
         dataset_key=a.dataset_key,
@@ -397,9 +413,13 @@ def main(argv: list[str] | None = None) -> None:
         citations=not a.no_citations,
         port=a.port,
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    server = from_args(argv)
     k = server.knowledge
     print(
-        f"Dify-shaped {a.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
+        f"Dify-shaped {server.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
         f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments; Ctrl-C stops it",
         flush=True,
     )

@@ -249,7 +249,8 @@ class RagflowServer(LoopbackServer):
         return Response(200, {"code": 0, "data": data})
 
 
-def main(argv: list[str] | None = None) -> None:
+def from_args(argv: list[str] | None = None) -> RagflowServer:
+    """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking RAGFlow's HTTP API over a folder.")
     parser.add_argument("--port", type=int, default=9380)
     parser.add_argument("--kb", required=True, help="folder of .md/.txt documents: the dataset")
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-chars", type=int, default=300, help="the most characters in one chunk")
     parser.add_argument("--old", action="store_true", help="behave like v0.20-v0.23 (only /chats_openai/)")
     a = parser.parse_args(argv)
-    server = RagflowServer(
+    return RagflowServer(
         a.kb,
         api_key=a.api_key,
         dataset_name=a.dataset_name,
@@ -268,6 +269,10 @@ def main(argv: list[str] | None = None) -> None:
         old=a.old,
         port=a.port,
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    server = from_args(argv)
     print(
         f"RAGFlow-shaped server on {server.base_url}: chat assistant {server.chat_id}, dataset "
         f"{server.dataset_name!r} ({server.dataset_id}), {len(server.knowledge.segments)} chunks; Ctrl-C stops it",
