@@ -8,6 +8,7 @@ retrieval metrics are checked against a hand computation from the segments the s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from pathlib import Path
@@ -433,8 +434,12 @@ chain = RunnableLambda(_chain)
 
 def test_a_python_callable_and_a_langchain_runnable(project):
     (project / "toy_rag_fn.py").write_text(CALLABLE)
-    write_spec(project, "py-fn", 'kind = "python"\ntarget = "toy_rag_fn:answer"\nmax_concurrency = 2\n')
+    declared = 'prompt_file = "prompts/answer_plain.md"'  # a declared prompt: hashed and logged
+    write_spec(project, "py-fn", 'kind = "python"\ntarget = "toy_rag_fn:answer"\nmax_concurrency = 2\n', declared)
     report = evaluate("py-fn", root=project)
+    prompt = (project / "pipelines" / "prompts" / "answer_plain.md").read_text()
+    assert report.params["prompt_hash"] == hashlib.sha256(prompt.encode()).hexdigest()[:12]
+    assert report.params["spec.prompt.declared.prompt_file.hash"] == report.params["prompt_hash"]
     record = report.records[0]
     assert [c.passage_ids for c in record.contexts] == [[CFG], []]
     assert [c.mapping for c in record.contexts] == ["text 1.00", "unmapped"]
@@ -467,6 +472,19 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
 
 
+def test_an_agent_that_keeps_failing_stops_the_run_cleanly(project):
+    import json
+
+    golden = project / "golden" / "golden.jsonl"
+    first = json.loads(golden.read_text().splitlines()[0])
+    golden.write_text("".join(json.dumps({**first, "id": f"q{n}"}) + "\n" for n in range(12)))
+    (project / "toy_rag_down.py").write_text("def answer(q):\n    raise ConnectionError('index server down')\n")
+    write_spec(project, "py-down", 'kind = "python"\ntarget = "toy_rag_down:answer"\n')
+    report = evaluate("py-down", root=project)
+    assert not report.complete and "8 python calls failed in a row" in report.stopped_early
+    assert len(report.records) == 7 and all(r.errors for r in report.records)  # the 8th stopped the run
+
+
 # ---------------------------------------------------------------------------------------- specs
 @pytest.mark.parametrize(
     "agent, message",
@@ -477,6 +495,7 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
         ('kind = "ragflow"\nbase_url = "http://x"\napi_key_env = "K"', "chat_id is required"),
         ('kind = "http"\nurl = "http://x/ask?api_key=abc"', "agent.url: the URL's query holds 'api_key'"),
         ('kind = "python"\ntarget = "no colon"', "agent.target"),
+        ('kind = "python"\ntarget = "m:f"\n\n[declared]\nprompt_file = "../../x.md"', "declared.prompt_file: "),
     ],
 )
 def test_spec_errors_name_their_key(project, agent, message):

@@ -116,9 +116,15 @@ class Reply:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> Reply:
-        contexts = data.get("contexts")
-        return cls(**{**data, "contexts": None if contexts is None else [PlatformContext(**c) for c in contexts]})
+    def from_json(cls, data: dict | None) -> Reply | None:
+        """A cached reply, or None when there is none (or it was written in another layout)."""
+        if data is None:
+            return None
+        try:
+            contexts = [PlatformContext(**c) for c in data["contexts"]]
+            return cls(**{**data, "contexts": contexts})
+        except (KeyError, TypeError):
+            return None
 
 
 class AgentCallError(Exception):
@@ -158,16 +164,15 @@ class ExternalAgent(BaseAgent):
     def answer(self, question: str) -> AgentOutput:
         usage = Usage()
         key = hashlib.sha256(json.dumps([self.spec.kind, self.cache_identity(), question]).encode()).hexdigest()
-        cached = self.cache.get_json(key) if self.ctx.use_cache else None
-        if cached is not None:
+        reply = Reply.from_json(self.cache.get_json(key)) if self.ctx.use_cache else None
+        if reply is not None:
             usage.cached += 1
-            reply = Reply.from_json(cached)
         else:
             try:
                 reply = self.ask(question, usage)
             except AgentCallError as e:
                 usage.failed += 1
-                self.circuit.failure(str(e))  # a run of failures stops the run (CircuitOpenError)
+                self.circuit.failure(redact(str(e)))  # a run of failures stops the run (CircuitOpenError)
                 reply = Reply("", None, str(e))
             else:
                 self.circuit.success()
@@ -178,7 +183,7 @@ class ExternalAgent(BaseAgent):
                 if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
                     self.cache.put_json(key, reply.to_json())
         if reply.contexts is None:
-            errors = [f"{self.spec.kind}: {reply.problem}"]
+            errors = [redact(f"{self.spec.kind}: {reply.problem}")]
             return AgentOutput(reply.answer, [], errors=errors, usage={self.spec.kind: usage}, retrieval_reported=False)
         contexts = [self.mapper.map(c) for c in reply.contexts]
         return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage})

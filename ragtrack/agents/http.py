@@ -123,17 +123,17 @@ class HttpAgent(ExternalAgent):
     def _context(self, item: Any, rank: int) -> PlatformContext:
         t: HttpTable = self.table
 
-        def field(path: str | None) -> Any:
+        def value_at(path: str | None) -> Any:
             value = dig(item, path) if path is not None else _MISSING
             return None if value is _MISSING else value
 
-        text, unit_id, doc = field(t.context_text), field(t.context_id), field(t.context_doc)
+        text, unit_id, doc = value_at(t.context_text), value_at(t.context_id), value_at(t.context_doc)
         return PlatformContext(
             id=str(unit_id) if unit_id is not None else f"context@{rank}",
             text=str(text) if text is not None else "",
             doc_id=str(doc or ""),
             doc_name=str(doc or ""),
-            score=number(field(t.context_score)),
+            score=number(value_at(t.context_score)),
         )
 
     def describe(self) -> dict[str, str]:
