@@ -51,7 +51,13 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         example = project / "pipelines" / "examples" / "dify-app.toml"
         example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
         script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+        # `ragtrack` is this checkout's CLI, however the package was installed; the shell is a fresh one.
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
+        (bin_dir / "ragtrack").chmod(0o755)
+        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(REPO))
         done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True)
         out = done.stdout + done.stderr
         assert "error:" not in out and "Traceback" not in out, out

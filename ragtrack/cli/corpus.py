@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import click
+
 from ragtrack.cli import main
 
 
