@@ -103,9 +103,7 @@ class Endpoint:
         self.retry = retry or RetryPolicy()
         self.limiter = AdaptiveLimiter(max_concurrency, initial=2)
         limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
-        self.client = httpx.Client(
-            headers={"User-Agent": "ragtrack", **headers}, timeout=timeout_s, limits=limits, trust_env=False
-        )
+        self.client = httpx.Client(headers={"User-Agent": "ragtrack", **headers}, timeout=timeout_s, limits=limits)
 
     def request(
         self,
