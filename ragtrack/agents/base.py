@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import Field, field_validator
 
 from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent
+from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
 from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
@@ -201,6 +202,36 @@ class ExternalAgent(BaseAgent):
         if isinstance(prompt, str) and prompt:
             out["prompt_hash"] = hashlib.sha256(prompt.encode()).hexdigest()[:12]
         return out
+
+
+class PlatformAgent(ExternalAgent):
+    """An app on a platform (Dify, RAGFlow) reached with a bearer key: subclass it, write ``call``.
+
+    ``check`` reads the platform's error shapes (see :mod:`.endpoint`); a call that fails
+    after every retry, or is refused, becomes :class:`AgentCallError`.
+    """
+
+    check: Check = staticmethod(standard_check)
+
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        super().__init__(spec, ctx)
+        key = read_secret(spec, self.table.api_key_env)
+        self.endpoint = bearer_endpoint(
+            self.table.base_url,
+            key,
+            timeout_s=self.timeout_s,
+            max_concurrency=self.table.max_concurrency,
+            check=self.check,
+        )
+
+    def ask(self, question: str, usage: Usage) -> Reply:
+        try:
+            return self.call(question, usage)
+        except EndpointError as e:
+            raise AgentCallError(str(e)) from None
+
+    def call(self, question: str, usage: Usage) -> Reply:
+        raise NotImplementedError
 
 
 def first(data: Any, *keys: str, default: Any = None) -> Any:

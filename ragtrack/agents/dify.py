@@ -23,18 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind
-from ragtrack.agents.base import (
-    AgentCallError,
-    ExternalAgent,
-    ExternalSpec,
-    PlatformTable,
-    Reply,
-    declared_files,
-    first,
-    number,
-    read_secret,
-)
-from ragtrack.agents.endpoint import Endpoint, EndpointError, error_message
+from ragtrack.agents.base import ExternalSpec, PlatformAgent, PlatformTable, Reply, declared_files, first, number
+from ragtrack.agents.endpoint import EndpointError, bearer_endpoint, error_message
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import RagtrackError
@@ -86,22 +76,12 @@ def dify_check(status: int, body: Any) -> Exception | None:
     return None
 
 
-def dify_endpoint(base_url: str, key: str, timeout_s: float, max_concurrency: int) -> Endpoint:
-    return Endpoint(
-        base_url,
-        headers={"Authorization": f"Bearer {key}"},
-        timeout_s=timeout_s,
-        max_concurrency=max_concurrency,
-        check=dify_check,
-    )
+class DifyAgent(PlatformAgent):
+    check = staticmethod(dify_check)
 
-
-class DifyAgent(ExternalAgent):
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         t: DifyTable = self.table
-        key = read_secret(spec, t.api_key_env)
-        self.endpoint = dify_endpoint(t.base_url, key, self.timeout_s, t.max_concurrency)
         self.streaming = t.app_mode == "agent-chat"
         self.top_k = t.top_k
         self.app = {} if t.retrieval_only else self._app_info()
@@ -117,13 +97,8 @@ class DifyAgent(ExternalAgent):
         names = {"name": "name", "mode": "mode_reported"}
         return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
 
-    def ask(self, question: str, usage: Usage) -> Reply:
-        try:
-            if self.table.retrieval_only:
-                return self._retrieve(question, usage)
-            return self._message(question, usage)
-        except EndpointError as e:
-            raise AgentCallError(str(e)) from None
+    def call(self, question: str, usage: Usage) -> Reply:
+        return self._retrieve(question, usage) if self.table.retrieval_only else self._message(question, usage)
 
     def _message(self, question: str, usage: Usage) -> Reply:
         t: DifyTable = self.table
@@ -251,7 +226,7 @@ def _record_context(record: dict, rank: int) -> PlatformContext:
 
 def fetch_knowledge(base_url: str, key: str, datasets: list[str], timeout_s: float) -> list[SourceDocument]:
     """Every enabled document of the named knowledge bases (IDs or names) with its enabled segments."""
-    endpoint = dify_endpoint(base_url.rstrip("/"), key, timeout_s, max_concurrency=2)
+    endpoint = bearer_endpoint(base_url, key, timeout_s=timeout_s, max_concurrency=2, check=dify_check)
     usage = Usage()
 
     def get(path: str, page: int) -> dict:

@@ -156,6 +156,17 @@ class Endpoint:
         return body
 
 
+def bearer_endpoint(base_url: str, key: str, *, timeout_s: float, max_concurrency: int, check: Check) -> Endpoint:
+    """An endpoint authenticated the way Dify and RAGFlow both do: ``Authorization: Bearer <key>``."""
+    return Endpoint(
+        base_url,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout_s=timeout_s,
+        max_concurrency=max_concurrency,
+        check=check,
+    )
+
+
 def _parse(content: bytes) -> Any:
     try:
         return json.loads(content)

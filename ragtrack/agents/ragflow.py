@@ -26,18 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind
-from ragtrack.agents.base import (
-    AgentCallError,
-    ExternalAgent,
-    ExternalSpec,
-    PlatformTable,
-    Reply,
-    declared_files,
-    first,
-    number,
-    read_secret,
-)
-from ragtrack.agents.endpoint import Endpoint, EndpointError, Rejected
+from ragtrack.agents.base import ExternalSpec, PlatformAgent, PlatformTable, Reply, declared_files, first, number
+from ragtrack.agents.endpoint import EndpointError, Rejected, bearer_endpoint
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import RagtrackError
@@ -104,34 +94,21 @@ def ragflow_check(status: int, body: Any) -> Exception | None:
     return Rejected(status, str(code), message or "refused")
 
 
-def ragflow_endpoint(base_url: str, key: str, timeout_s: float, max_concurrency: int) -> Endpoint:
-    return Endpoint(
-        base_url.removesuffix("/api/v1"),
-        headers={"Authorization": f"Bearer {key}"},
-        timeout_s=timeout_s,
-        max_concurrency=max_concurrency,
-        check=ragflow_check,
-    )
-
-
 def _not_found(e: EndpointError) -> bool:
     return e.status == 404 or ("not found" in str(e).lower() and e.code in ("100", "404"))
 
 
-class RagflowAgent(ExternalAgent):
+class RagflowAgent(PlatformAgent):
+    check = staticmethod(ragflow_check)
+
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         t: RagflowTable = self.table
-        key = read_secret(spec, t.api_key_env)
-        self.endpoint = ragflow_endpoint(t.base_url, key, self.timeout_s, t.max_concurrency)
         self.chat_path = CHAT_PATHS[0]  # until a RAGFlow answers 404 to it
         self.top_k = t.page_size if t.retrieval_only else None
 
-    def ask(self, question: str, usage: Usage) -> Reply:
-        try:
-            return self._retrieve(question, usage) if self.table.retrieval_only else self._chat(question, usage)
-        except EndpointError as e:
-            raise AgentCallError(str(e)) from None
+    def call(self, question: str, usage: Usage) -> Reply:
+        return self._retrieve(question, usage) if self.table.retrieval_only else self._chat(question, usage)
 
     def _chat(self, question: str, usage: Usage) -> Reply:
         body = {
@@ -216,7 +193,8 @@ def _chunk_context(c: dict, rank: int) -> PlatformContext:
 
 def fetch_knowledge(base_url: str, key: str, datasets: list[str], timeout_s: float) -> list[SourceDocument]:
     """Every enabled document of the named datasets (IDs or names) with its available chunks."""
-    endpoint = ragflow_endpoint(base_url.rstrip("/"), key, timeout_s, max_concurrency=2)
+    base = base_url.removesuffix("/api/v1")  # ragtrack adds it
+    endpoint = bearer_endpoint(base, key, timeout_s=timeout_s, max_concurrency=2, check=ragflow_check)
     usage = Usage()
 
     def listing(path: str, items_key: str | None):
