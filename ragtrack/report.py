@@ -14,6 +14,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JUDGES
 
 if TYPE_CHECKING:
+    from ragtrack.agents.importer import ImportReport
     from ragtrack.api import CalibrationReport, ComparisonReport, PassageRow, VersionRow
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
@@ -37,18 +38,40 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
     for name in m.RETRIEVAL:
         if m.RETRIEVAL.get(name).needs_groups and name not in metrics:
             continue  # no item of this run has GT groups
-        table.add_row(name, *[fmt(metrics.get(m.key(name, s))) for s in scopes])
+        table.add_row(name, *[_cell(metrics, name, m.RETRIEVAL_N, s, 3) for s in scopes])
+    if m.key(m.UNMAPPED_SHARE) in metrics:
+        table.add_row(m.UNMAPPED_SHARE, *[fmt(metrics.get(m.key(m.UNMAPPED_SHARE, s))) for s in scopes])
     for judge in JUDGES:
-        cells = []
-        for s in scopes:
-            mean, n = metrics.get(m.key(judge, s)), metrics.get(m.key(m.judge_count(judge), s))
-            total = metrics.get(m.key("items", s))
-            cell = fmt(mean, 2)
-            if n is not None and total is not None and n < total:
-                cell += f" [yellow](n={int(n)}/{int(total)})[/]"
-            cells.append(cell)
-        table.add_row(judge, *cells)
+        table.add_row(judge, *[_cell(metrics, judge, m.judge_count(judge), s, 2) for s in scopes])
     return table
+
+
+def _cell(metrics: dict[str, float], name: str, count: str, scope: str, digits: int) -> str:
+    """A mean, with ``(n=k/N)`` when it covers fewer than all items of its scope."""
+    mean, n, total = (metrics.get(m.key(x, scope)) for x in (name, count, "items"))
+    cell = fmt(mean, digits)
+    if n is not None and total is not None and n < total:
+        cell += f" [yellow](n={int(n)}/{int(total)})[/]"
+    return cell
+
+
+def eval_warnings(metrics: dict[str, float]) -> list[str]:
+    """What a user must know before trusting an eval's retrieval figures (``ragtrack eval`` prints them)."""
+    out = []
+    items, reported = metrics.get("items", 0), metrics.get(m.RETRIEVAL_N)
+    if reported is not None and reported < items:
+        out.append(
+            f"{int(items - reported)} of {int(items)} replies did not say what was retrieved (see the item errors); "
+            f"the retrieval metrics cover the other {int(reported)}"
+        )
+    share = metrics.get(m.UNMAPPED_SHARE)
+    if share is not None and share > m.UNMAPPED_WARNING:
+        out.append(
+            f"{share:.0%} of the retrieved contexts map to no corpus passage (above {m.UNMAPPED_WARNING:.0%}); "
+            "they count as retrieved and non-relevant. Is --corpus what the agent indexed? "
+            "(ragtrack corpus import dify|ragflow; unmapped contexts are listed per item in items.jsonl)"
+        )
+    return out
 
 
 ACCOUNTING_COLUMNS = ("calls", "cached", "offline", "failed", "retries", "truncated")
@@ -241,3 +264,22 @@ def hits_table(hits: list[Hit], query: str, mode: str) -> Table:
     for h in hits:
         table.add_row(str(h.rank), h.passage_id, f"{h.score:.4f}", h.snippet)
     return table
+
+
+def import_lines(r: ImportReport, shown: int = 10) -> list[str]:
+    """What ``ragtrack corpus import`` did, and what changed since the last import."""
+    lines = [
+        f"imported {r.passages} passages from {r.documents} documents → {r.corpus_path}",
+        f"ID table (platform segment → passage): {r.id_table_path}",
+    ]
+    if r.first_import:
+        lines.append(f"write the golden set against these passage IDs; evaluate with --corpus {r.corpus_path}")
+        return lines
+    lines.append(f"since the last import: {len(r.added)} added, {len(r.removed)} removed, {len(r.changed)} changed")
+    for label, ids in (("added", r.added), ("removed", r.removed), ("changed", r.changed)):
+        if ids:
+            more = f" … and {len(ids) - shown} more" if len(ids) > shown else ""
+            lines.append(f"  {label}: {', '.join(ids[:shown])}{more}")
+    if r.removed or r.changed:
+        lines.append("check the golden items whose GT names a removed or changed passage (ragtrack golden validate)")
+    return lines

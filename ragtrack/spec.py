@@ -151,11 +151,12 @@ def load_spec(version: str, pipelines_dir: str | Path = "pipelines", root: str |
     named = kind.files(spec)
     for key, rel in named.items():
         target = (path.parent / rel).resolve()
+        field_path = key if "." in key else f"prompts.{key}"  # a kind may name a file by its key path
         if not any(target.is_relative_to(folder) for folder in allowed):
             where = " or ".join(str(folder) for folder in allowed)
-            problems.append(Problem(str(path), f"{rel} is outside {where}", field=f"prompts.{key}"))
+            problems.append(Problem(str(path), f"{rel} is outside {where}", field=field_path))
         elif not target.is_file():
-            problems.append(Problem(str(path), f"prompt file not found: {target}", field=f"prompts.{key}"))
+            problems.append(Problem(str(path), f"prompt file not found: {target}", field=field_path))
         else:
             texts[key] = read_text(target)
     if problems:

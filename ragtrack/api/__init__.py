@@ -7,7 +7,8 @@
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 :mod:`~ragtrack.api.decisions` (compare, promote, versions),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
-(golden set tools), :mod:`~ragtrack.api.corpus` (finding passages) and
+(golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
+:mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base) and
 :mod:`~ragtrack.api.project` (the MLflow UI). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
@@ -50,6 +51,7 @@ _HOMES = {
     ],
     "corpus": ["PassageRow", "list_passages", "search_passages", "show_passage"],
     "project": ["ui_command"],
+    "platforms": ["import_corpus"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = sorted(_WHERE)

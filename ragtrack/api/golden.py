@@ -75,7 +75,7 @@ def retirement_candidates(
         full = {
             r.id
             for r in records
-            if r.retrieval["context_recall"] == 1.0
+            if r.retrieval.get("context_recall") == 1.0
             and r.judges.get("correctness")
             and r.judges["correctness"].score == 5
         }

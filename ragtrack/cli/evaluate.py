@@ -112,6 +112,8 @@ def eval_cmd(
         view.metrics_table(report.metrics, f"{report.version} — {len(report.records)} items"),
         view.accounting_table(report.accounting),
     )
+    for warning in view.eval_warnings(report.metrics):
+        err.print(f"[yellow]warning:[/] {warning}")
     if report.findings:
         console.print("[bold]Diagnosis[/] (retrieval first, then generation)")
         console.print(render(report.findings), highlight=False)

@@ -17,7 +17,8 @@ from ragtrack.records import ContextRecord, ItemRecord
 def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
     """Retrieval metrics from the output's passage IDs, then every judge's verdict on its answer.
 
-    ``k`` is the cut-off of the rank metrics (the version's top_k). Raises
+    ``k`` is the cut-off of the rank metrics (the version's top_k). An output that did not
+    report its retrieval gets no retrieval metrics (``retrieval`` stays empty). Raises
     :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing.
     """
     contexts = [ContextRecord(c.unit_id, c.text, list(c.passage_ids), c.score, c.mapping) for c in output.contexts]
@@ -31,7 +32,11 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
         gt_answer=item.gt_answer,
         answer=output.answer,
         contexts=contexts,
-        retrieval=retrieval_scores(output.passage_ids, item.gt_context_ids, k, item.gt_groups),
+        retrieval=(
+            retrieval_scores(output.passage_ids, item.gt_context_ids, k, item.gt_groups)
+            if output.retrieval_reported
+            else {}
+        ),
         judges=verdicts,
         queries=list(output.queries),
         outline=list(output.outline),
