@@ -13,10 +13,11 @@ plus one line here (or one call to ``AGENT_KINDS.add`` from user code).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,6 +51,42 @@ class RetrievedContext:
     mapping: str = "span"  # how passage_ids were found (see records.ContextRecord)
 
 
+#: What a stage of answering is, in the span vocabulary GenAI tracing shares (OpenInference, MLflow):
+#: a trace shows each stage as a span of that kind.
+STAGE_KINDS: Registry[str] = Registry(
+    "stage kind",
+    {
+        "retriever": "finds ranked contexts for the question",
+        "reranker": "reorders retrieved contexts",
+        "llm": "one language-model step (or its offline stand-in): rewrite, outline, answer",
+        "chain": "any other step",
+        "agent": "a whole call to an agent that reports no stages of its own",
+    },
+)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One timed step of answering a question, as the agent ran it.
+
+    Times are wall-clock nanoseconds (``time.time_ns()``) so that a trace can
+    place the step; ``contexts`` are the units a retriever or reranker stage
+    returned, in rank order; ``inputs`` and ``outputs`` are small JSON-able
+    values worth seeing (the queries, an outline), not the contexts again.
+    """
+
+    name: str
+    kind: str  # a STAGE_KINDS name
+    start_ns: int
+    end_ns: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    contexts: tuple[RetrievedContext, ...] = ()
+
+    def __post_init__(self) -> None:
+        STAGE_KINDS.check(self.kind)
+
+
 @dataclass
 class AgentOutput:
     answer: str
@@ -61,11 +98,31 @@ class AgentOutput:
     #: False when the reply did not say what was retrieved (a Dify app without citations, a failed
     #: call): the item gets no retrieval metrics — never a silent recall of 0 — and ``errors`` says why.
     retrieval_reported: bool = True
+    stages: list[Stage] = field(default_factory=list)  # how it was produced, when the agent can say
 
     @property
     def passage_ids(self) -> list[str]:
         """Canonical IDs in rank order; an unmapped context takes its rank as ``unmapped:<unit id>``."""
         return ranked_passage_ids(self.contexts)
+
+
+def answer_timed(agent: Agent, question: str) -> AgentOutput:
+    """``agent.answer(question)``; an agent that reports no stages gets one ``agent`` stage for the whole call."""
+    start = time.time_ns()
+    output = agent.answer(question)
+    if not output.stages:
+        output.stages = [
+            Stage(
+                "answer",
+                "agent",
+                start,
+                time.time_ns(),
+                inputs={"question": question},
+                outputs={"answer": output.answer},
+                contexts=tuple(output.contexts),
+            )
+        ]
+    return output
 
 
 @dataclass

@@ -12,7 +12,8 @@ records without loading the retrieval stack.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
@@ -64,6 +65,34 @@ class ContextRecord:
 
 
 @dataclass
+class StageRecord:
+    """One timed stage of answering (see :class:`ragtrack.agent.Stage`): a span of the item's trace."""
+
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    contexts: list[ContextRecord] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict) -> StageRecord:
+        return cls(
+            **{
+                **_known(cls, data),
+                "contexts": [ContextRecord(**_known(ContextRecord, c)) for c in data.get("contexts", [])],
+            }
+        )
+
+
+def _known(cls: type, data: dict) -> dict:
+    """The keys of ``data`` that ``cls`` has fields for: a record written by a newer ragtrack still reads."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass
 class ItemRecord:
     """Everything about one golden item in one run: what was retrieved, said and scored."""
 
@@ -83,6 +112,7 @@ class ItemRecord:
     latency_s: float = 0.0
     gt_groups: list[list[str]] = field(default_factory=list)  # multi-hop items: one OR-group per hop
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
+    stages: list[StageRecord] = field(default_factory=list)  # how the answer was produced, timed
 
     @property
     def retrieved_unit_ids(self) -> list[str]:
@@ -113,16 +143,17 @@ class ItemRecord:
 
     @classmethod
     def from_json(cls, data: dict) -> ItemRecord:
-        data = {k: v for k, v in data.items() if k not in ("retrieved_unit_ids", "retrieved_passage_ids")}
-        if data.pop("format", 1) != RECORD_FORMAT:
+        if data.get("format", 1) != RECORD_FORMAT:
             raise RagtrackError(
                 f"item record {data.get('id')!r} was written by an older ragtrack; evaluate that version again"
             )
-        data["contexts"] = [ContextRecord(**c) for c in data["contexts"]]
-        data["judges"] = {k: JudgeRecord(**v) for k, v in data["judges"].items()}
+        data = _known(cls, data)  # drops the derived ID lists and anything this ragtrack does not know
+        data["contexts"] = [ContextRecord(**_known(ContextRecord, c)) for c in data["contexts"]]
+        data["judges"] = {k: JudgeRecord(**_known(JudgeRecord, v)) for k, v in data["judges"].items()}
         data["usage"] = {
             who: {s: Usage.from_json(u) for s, u in steps.items()} for who, steps in data.get("usage", {}).items()
         }
+        data["stages"] = [StageRecord.from_json(st) for st in data.get("stages", [])]
         return cls(**data)
 
 
@@ -139,3 +170,4 @@ class RunSummary:
     model_version: str
     metrics: dict[str, float]
     started: int = 0
+    compared_to: str = ""  # the champion model version its delta/* metrics are against, if any

@@ -66,6 +66,16 @@ def test_a_new_agent_kind_is_evaluated_compared_and_promoted_like_v1(project, ke
     )
     assert decision.promoted == expected, decision.reasons
 
+    # It reports no stages: its trace per item is one span, for the whole call, with the contexts it returned.
+    [stage] = first.stages
+    assert (stage.name, stage.kind) == ("answer", "agent") and stage.start_ns <= stage.end_ns
+    assert [c.unit_id for c in stage.contexts] == first.retrieved_unit_ids
+    [trace] = mlflow.search_traces(
+        run_id=kw.run_id, filter_string=f"tags.`ragtrack.item_id` = '{first.id}'", return_type="list"
+    )
+    [span] = trace.data.spans
+    assert span.span_type == "AGENT" and (span.start_time_ns, span.end_time_ns) == (stage.start_ns, stage.end_ns)
+
     # The registered model of the new kind is a working pyfunc too.
     served = mlflow.pyfunc.load_model(f"models:/rag-agent/{kw.model_version}")
     [out] = served.predict(["What is the default cfg value?"])
@@ -80,3 +90,12 @@ def test_unknown_agent_kinds_and_unknown_keys_are_errors_with_their_path(project
     with pytest.raises(InputError) as e:
         load_spec("bad", project / "pipelines")
     assert "bad.toml: agent.topk: unknown key" in str(e.value)
+
+
+def test_stages_name_a_registered_kind():
+    from ragtrack.agent import Stage
+    from ragtrack.registry import UnknownNameError
+
+    assert Stage("retrieve", "retriever", 1, 2).kind == "retriever"
+    with pytest.raises(UnknownNameError, match="unknown stage kind 'search'; expected one of: retriever"):
+        Stage("retrieve", "search", 1, 2)

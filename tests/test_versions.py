@@ -159,3 +159,35 @@ def test_parent_child_on_a_flat_jsonl_corpus_returns_whole_passages(project, tmp
     assert len(a.chunks) > 2  # children = sentence windows
     out = a.answer("What does the cfg value default to?")
     assert out.passage_ids[0] == "p1" and out.contexts[0].text == rows[0]["text"]
+
+
+def test_an_answer_reports_its_stages_in_order_with_the_retrieved_contexts(project, tiny_corpus, embedder):
+    out = agent(project, tiny_corpus, embedder, "v1").answer("What is the default cfg value?")
+    assert [(s.name, s.kind) for s in out.stages] == [("retrieve", "retriever"), ("generate", "llm")]
+    retrieve, generate = out.stages
+    assert retrieve.start_ns <= retrieve.end_ns == generate.start_ns <= generate.end_ns  # back to back
+    assert list(retrieve.contexts) == out.contexts  # no rerank: what retrieval returned is what was used
+    assert retrieve.inputs == {"queries": ["What is the default cfg value?"], "k": 5}
+    assert generate.outputs == {"answer": out.answer}
+
+
+def test_v5_rewrites_retrieves_wide_and_reranks_as_separate_stages(project, tiny_corpus, embedder, tiny_cross_encoder):
+    from ragtrack.spec import load_spec
+
+    spec = load_spec("v5", project / "pipelines").with_values({"rerank": {"model": str(tiny_cross_encoder)}})
+    a = agent(project, tiny_corpus, embedder, "v5", spec)
+    out = a.answer("What is the default cfg value?")
+    assert [(s.name, s.kind) for s in out.stages] == [
+        ("rewrite", "llm"),
+        ("retrieve", "retriever"),
+        ("rerank", "reranker"),
+        ("generate", "llm"),
+    ]
+    rewrite, retrieve, rerank_, generate = out.stages
+    assert rewrite.outputs == {"queries": out.queries} and len(out.queries) == 3
+    # The first stage returns index units (children) in fused order; the rerank stage the contexts used.
+    first = a.search.search_many(out.queries, a.spec.retrieval.first_stage_k)
+    assert [c.unit_id for c in retrieve.contexts] == [cid for cid, _ in first]
+    assert all(c.passage_ids == a.chunks[c.unit_id].passage_ids for c in retrieve.contexts)
+    assert list(rerank_.contexts) == out.contexts and len(out.contexts) == a.spec.retrieval.top_k
+    assert generate.outputs["answer"] == out.answer and generate.outputs["outline"] == out.outline

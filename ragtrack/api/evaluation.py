@@ -18,9 +18,11 @@ from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus, load_corpus
 from ragtrack.errors import RagtrackError
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.promotion import Rule
 from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, run_items
 from ragtrack.golden import GoldenSet, check_ready, load_golden
 from ragtrack.llm import make_llm
@@ -83,6 +85,7 @@ class EvalSession:
     params: dict[str, str]
     done: dict[str, ItemRecord] = field(default_factory=dict)  # items finished by an earlier process
     build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
+    gates: dict[str, float] = field(default_factory=dict)  # the project's release gates, for the run's dry decision
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,21 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     checkpoint.add_build(agent.setup.usage)
     for step, usage in agent.setup.usage.items():
         build_usage.setdefault(step, Usage()).add(usage)
-    return EvalSession(spec, corpus, golden, agent, panel, store, model, checkpoint, run_id, params, done, build_usage)
+    return EvalSession(
+        spec,
+        corpus,
+        golden,
+        agent,
+        panel,
+        store,
+        model,
+        checkpoint,
+        run_id,
+        params,
+        done,
+        build_usage,
+        dict(config.gates),
+    )
 
 
 def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
@@ -221,12 +238,19 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
     for who, steps_summary in accounting.items():
         for step, figures in steps_summary.items():
             for name, value in figures.items():
-                metrics[f"llm/{who}/{step}/{name}"] = value
-    metrics["llm/peak_in_flight"] = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
+                metrics[m.usage_key(who, step, name)] = m.for_display(value)
+    metrics[m.PEAK_IN_FLIGHT] = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
 
     findings = diagnose(metrics, records)
     runs.record_eval(
-        session.store, session.run_id, session.model.model_id, records, metrics, render(findings), accounting
+        session.store,
+        session.run_id,
+        session.model.model_id,
+        records,
+        metrics,
+        render(findings),
+        accounting,
+        Rule(gates=session.gates),
     )
     complete = outcome.stopped_early is None and len(records) == len(session.golden)
     session.store.finish_run(session.run_id, "FINISHED" if complete else "KILLED")

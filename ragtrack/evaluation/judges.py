@@ -39,6 +39,8 @@ VERDICT_SCHEMA = {
 }
 # Bump when a heuristic changes, so old and new heuristic scores are never compared.
 HEURISTIC_VERSION = "h2"
+#: The ``judge`` param of a run judged offline, by the heuristics rather than an LLM.
+HEURISTIC = "heuristic"
 _SCORE = re.compile(r"[\"'“]?score[\"'”]?\s*[:：]\s*[\"'“]?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 _REASON = re.compile(r"[\"'“]?reason[\"'”]?\s*[:：]\s*[\"'“](.*?)(?:[\"'”]\s*[,}，｝]|$)", re.IGNORECASE | re.DOTALL)
 
@@ -179,7 +181,7 @@ def prompt_hash(steps: dict[str, JudgeStep]) -> str:
 def judge_identity(backend: str, steps: dict[str, JudgeStep]) -> str:
     """(backend, model, prompt hash, temperature, max tokens): runs judged differently are not comparable."""
     if backend == "offline":
-        return f"heuristic@{HEURISTIC_VERSION}"
+        return f"{HEURISTIC}@{HEURISTIC_VERSION}"
     max_tokens = {s.max_tokens for s in steps.values()}
     return f"{backend}|prompts={prompt_hash(steps)}|t=0.0|max_tokens={','.join(map(str, sorted(max_tokens)))}"
 
@@ -203,7 +205,7 @@ class JudgePanel:
     @property
     def label(self) -> str:
         """What the run's ``judge`` param says: ``heuristic`` or the backend identity."""
-        return "heuristic" if self.llm.is_offline else self.llm.identity
+        return HEURISTIC if self.llm.is_offline else self.llm.identity
 
     def judge(
         self, inp: JudgeInput, only: tuple[str, ...] | None = None

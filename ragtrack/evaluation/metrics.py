@@ -17,6 +17,14 @@ identical for every version, so MLflow's compare view lines runs up.
   reply said what it retrieved: the retrieval means cover these),
   ``unmapped_share`` (share of retrieved contexts that map to no corpus
   passage) and ``agent_errors``.
+* a paired comparison with another run, logged for display: ``delta/<key>``,
+  ``delta_ci_low/<key>``, ``delta_ci_high/<key>`` (95% interval) and ``delta_p/<key>``;
+* what the LLM work cost, under ``usage/`` (``usage/<agent|judge>/<step>/<figure>``,
+  ``usage/peak_in_flight``): the prefix sorts after every metric name above.
+
+:func:`display_order` is the order a run logs them in: MLflow's tables show
+metric columns in the order they were first logged, so the headline metrics
+(:data:`HEADLINE`) come first and the accounting last.
 
 Nothing outside this module builds or splits these names by hand.
 """
@@ -24,6 +32,7 @@ Nothing outside this module builds or splits these names by hand.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ragtrack.evaluation.judges import JUDGES
@@ -150,6 +159,66 @@ def item_value(record: ItemRecord, name: str) -> float | None:
     if verdict is None or verdict.score is None:
         return None
     return verdict.normalized if metric.normalized else float(verdict.score)
+
+
+#: The four figures a version is summed up by: the promotion criterion and guard, recall and ranking.
+CORE = ("correctness", "groundedness", "context_recall", "mrr")
+#: What a reader looks at first, in this order.
+HEADLINE = (*CORE, "context_precision", "relevance", "hit_rate")
+
+#: A paired comparison's figures, each logged as ``<figure>/<key>``.
+COMPARISON_FIGURES = ("delta", "delta_ci_low", "delta_ci_high", "delta_p")
+
+USAGE = "usage"
+PEAK_IN_FLIGHT = f"{USAGE}/peak_in_flight"
+
+
+def comparison_key(figure: str, name: str, scope: str = ALL) -> str:
+    """``delta_ci_low/correctness``: one figure of the paired comparison of ``name`` in ``scope``."""
+    if figure not in COMPARISON_FIGURES:
+        raise UnknownNameError(
+            f"unknown comparison figure {figure!r}; expected one of: {', '.join(COMPARISON_FIGURES)}"
+        )
+    return f"{figure}/{key(name, scope)}"
+
+
+def for_display(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits: for figures logged to be read, never to decide on."""
+    return float(f"{value:.{digits}g}")
+
+
+def usage_key(who: str, step: str, figure: str) -> str:
+    """``usage/judge/judge.correctness/calls``: one accounting figure of one LLM step."""
+    return f"{USAGE}/{who}/{step}/{figure}"
+
+
+def display_order(keys: Iterable[str]) -> list[str]:
+    """Logged keys in reading order.
+
+    Headline and other all-items means, the comparison figures, the 0–1 forms,
+    the counts (items scored, judge errors), then every per-type key grouped by
+    type, and the LLM accounting last.
+    """
+    names = [*HEADLINE, *(n for n in comparable_metrics() if n not in HEADLINE)]
+
+    def position(name: str) -> int:
+        base = name.removeprefix("judge_errors/").removesuffix("_norm").removesuffix("_n")
+        return names.index(base) if base in names else len(names)
+
+    def rank(logged: str) -> tuple:
+        if logged.startswith(f"{USAGE}/"):
+            return (5, "", 0, logged)
+        figure, sep, rest = logged.partition("/")
+        if sep and figure in COMPARISON_FIGURES:
+            name, scope = split_key(rest)
+            return (1, "" if scope == ALL else scope, position(name), str(COMPARISON_FIGURES.index(figure)))
+        name, scope = split_key(logged)
+        if scope != ALL:
+            return (4, scope, position(name), name)
+        group = 0 if name in names else 2 if name.endswith("_norm") else 3
+        return (group, "", position(name), name)
+
+    return sorted(keys, key=rank)
 
 
 def comparable_metrics() -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ragtrack.evaluation import metrics as m
-from ragtrack.evaluation.compare import comparability_problems
+from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems
 from ragtrack.evaluation.stats import PairedDifference
 from ragtrack.records import RunSummary
 
@@ -85,6 +85,16 @@ class Decision:
         verb = ("would be promoted" if self.dry_run else "promoted") if self.promoted else "refused"
         against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
         return f"{self.version} {verb}{against}: " + "; ".join(self.reasons)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A run against the champion: the rule's decision and, when there is one, the paired comparison behind it."""
+
+    decision: Decision
+    champion: RunSummary | None = None  # the champion's eval the challenger was paired with
+    rows: tuple[MetricRow, ...] = ()
+    changes: tuple[ItemChange, ...] = ()
 
 
 def partial_means(run: RunSummary) -> list[str]:

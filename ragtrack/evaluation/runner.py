@@ -19,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragtrack.agent import Agent
+from ragtrack.agent import Agent, answer_timed
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.scoring import score_item
 from ragtrack.golden import GoldenItem, GoldenSet
@@ -91,7 +91,7 @@ class Checkpoint:
 def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemRecord:
     """Ask the agent, then score what it said (the unit of work the runner schedules)."""
     started = time.monotonic()
-    output = agent.answer(item.question)
+    output = answer_timed(agent, item.question)
     k = agent.top_k or len(output.contexts)
     return score_item(item, output, panel, k, latency_s=time.monotonic() - started)
 

@@ -7,11 +7,11 @@ wherever it is computed.
 
 from __future__ import annotations
 
-from ragtrack.agent import AgentOutput
+from ragtrack.agent import AgentOutput, RetrievedContext
 from ragtrack.evaluation.judges import JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
-from ragtrack.records import ContextRecord, ItemRecord
+from ragtrack.records import ContextRecord, ItemRecord, StageRecord
 
 
 def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
@@ -21,7 +21,7 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
     report its retrieval gets no retrieval metrics (``retrieval`` stays empty). Raises
     :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing.
     """
-    contexts = [ContextRecord(c.unit_id, c.text, list(c.passage_ids), c.score, c.mapping) for c in output.contexts]
+    contexts = [_context(c) for c in output.contexts]
     inp = JudgeInput(item.question, output.answer, item.gt_answer, tuple(c.text for c in output.contexts if c.text))
     verdicts, judge_usage = panel.judge(inp)
     return ItemRecord(
@@ -45,4 +45,12 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
         latency_s=round(latency_s, 3),
         gt_groups=[list(g) for g in item.gt_groups],
         usage={"agent": dict(output.usage), "judge": judge_usage},
+        stages=[
+            StageRecord(s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts])
+            for s in output.stages
+        ],
     )
+
+
+def _context(c: RetrievedContext) -> ContextRecord:
+    return ContextRecord(c.unit_id, c.text, list(c.passage_ids), c.score, c.mapping)

@@ -11,9 +11,11 @@ and records what was actually used (models, substitutions, offline steps).
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup
+from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
@@ -168,7 +170,9 @@ class PipelineAgent:
         r = self.spec.retrieval
         errors: list[str] = []
         usage: dict[str, Usage] = {}
+        stages: list[Stage] = []
         queries = [question]
+        start = time.time_ns()
         if self.rewrite_step is not None:
             rewritten = self.llm.run(self.rewrite_step, question)
             usage[self.rewrite_step.name] = rewritten.usage
@@ -176,11 +180,20 @@ class PipelineAgent:
                 queries += [q for q in rewritten.value if q != question]
             else:
                 errors.append(f"rewrite: {rewritten.error}")
+            start = self._stage(stages, "rewrite", "llm", start, {"question": question}, {"queries": queries})
 
         if self.reranker is not None:
             # Wide first stage over index units, rerank the units themselves (small texts fit the
             # cross-encoder's window), then return their context units in reranked order.
             candidates = self.search.search_many(queries, r.first_stage_k)
+            start = self._stage(
+                stages,
+                "retrieve",
+                "retriever",
+                start,
+                {"queries": queries, "k": r.first_stage_k},
+                contexts=[self._context(self.chunks[cid], score) for cid, score in candidates],
+            )
             texts = [(cid, self.chunks[cid].text) for cid, _ in candidates]
             ranked_units = rerank(self.reranker, question, texts, len(texts))
         else:
@@ -190,21 +203,46 @@ class PipelineAgent:
         best: dict[str, float] = {}
         for chunk_id, score in ranked_units:
             best.setdefault(self._context_unit(chunk_id).id, score)
-        units = [self._unit(uid) for uid in list(best)[: r.top_k]]
+        contexts = [self._context(self._unit(uid), best[uid]) for uid in list(best)[: r.top_k]]
+        if self.reranker is not None:
+            start = self._stage(stages, "rerank", "reranker", start, {"question": question}, contexts=contexts)
+        else:
+            start = self._stage(
+                stages, "retrieve", "retriever", start, {"queries": queries, "k": r.top_k}, contexts=contexts
+            )
 
-        generation = self.generator.generate(question, units)
+        generation = self.generator.generate(question, [self._unit(c.unit_id) for c in contexts])
         usage.update(generation.usage)
+        outputs = {"answer": generation.answer, **({"outline": list(generation.outline)} if generation.outline else {})}
+        self._stage(stages, "generate", "llm", start, {"question": question, "contexts": len(contexts)}, outputs)
         return AgentOutput(
             answer=generation.answer,
-            contexts=[
-                RetrievedContext(u.id, u.text, u.passage_ids, best[u.id], "span" if u.spans else "source")
-                for u in units
-            ],
+            contexts=contexts,
             queries=queries,
             outline=list(generation.outline),
             errors=errors + generation.errors,
             usage=usage,
+            stages=stages,
         )
+
+    @staticmethod
+    def _stage(
+        stages: list[Stage],
+        name: str,
+        kind: str,
+        start: int,
+        inputs: dict,
+        outputs: dict | None = None,
+        contexts: Sequence[RetrievedContext] = (),
+    ) -> int:
+        """Record a stage that started at ``start`` and ends now; returns now (the next stage's start)."""
+        end = time.time_ns()
+        stages.append(Stage(name, kind, start, end, inputs, outputs or {}, tuple(contexts)))
+        return end
+
+    @staticmethod
+    def _context(unit: Chunk, score: float) -> RetrievedContext:
+        return RetrievedContext(unit.id, unit.text, unit.passage_ids, score, "span" if unit.spans else "source")
 
     def _unit(self, unit_id: str) -> Chunk:
         return self.parents.get(unit_id) or self.chunks[unit_id]

@@ -3,41 +3,51 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow
 from ragtrack.records import RunSummary
+from ragtrack.tracking import descriptions
 from ragtrack.tracking.store import Store, Tag
 
 
 def per_type_plot(
-    a: RunSummary,
-    b: RunSummary,
+    runs: list[RunSummary],
     path: Path,
-    metrics: tuple[str, ...] = ("context_recall", "mrr", "correctness_norm", "groundedness_norm"),
+    metrics: tuple[str, ...] = ("correctness_norm", "groundedness_norm", "context_recall", "mrr"),
 ) -> None:
-    """Bars per question type for both versions, one panel per metric."""
+    """Bars per question type (and over all items) for one run or two side by side, one panel per metric."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    types = [t for t in m.TYPES if m.key("items", t) in b.metrics]
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in runs[-1].metrics]
+    width = 0.8 / len(runs)
     fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.4), sharey=True)
     for ax, metric in zip(axes, metrics, strict=True):
-        xs = range(len(types))
-        va = [a.metrics.get(m.key(metric, t), 0.0) for t in types]
-        vb = [b.metrics.get(m.key(metric, t), 0.0) for t in types]
-        ax.bar([x - 0.2 for x in xs], va, width=0.4, label=a.version)
-        ax.bar([x + 0.2 for x in xs], vb, width=0.4, label=b.version)
-        ax.set_xticks(list(xs), [f"type {t}" for t in types])
+        for n, run in enumerate(runs):
+            xs = [x + (n - (len(runs) - 1) / 2) * width for x in range(len(scopes))]
+            ax.bar(xs, [run.metrics.get(m.key(metric, s), 0.0) for s in scopes], width=width, label=run.version)
+        ax.set_xticks(range(len(scopes)), ["all" if s == m.ALL else f"type {s}" for s in scopes])
         ax.set_title(metric)
         ax.set_ylim(0, 1)
     axes[0].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def comparison_metrics(rows: Iterable[MetricRow], rounded: bool = False) -> dict[str, float]:
+    """``delta/<key>``, ``delta_ci_low/<key>``, ``delta_ci_high/<key>``, ``delta_p/<key>`` of each row."""
+    out: dict[str, float] = {}
+    for r in rows:
+        d = r.diff
+        for figure, value in zip(m.COMPARISON_FIGURES, (d.delta, d.ci_low, d.ci_high, d.p_value), strict=True):
+            out[m.comparison_key(figure, r.metric, r.scope)] = m.for_display(value) if rounded else value
+    return out
 
 
 def log_comparison(
@@ -57,13 +67,9 @@ def log_comparison(
         {Tag.KIND: "compare", Tag.VERSIONS: f"{a.version},{b.version}"},
         experiment_id=store.decisions_experiment_id,
     )
-    metrics = {}
-    for r in rows:
-        name = m.key(r.metric, r.scope)
-        metrics[f"delta/{name}"] = r.diff.delta
-        metrics[f"ci_low/{name}"] = r.diff.ci_low
-        metrics[f"ci_high/{name}"] = r.diff.ci_high
-    store.log_metrics(run_id, metrics)
+    metrics = comparison_metrics(rows)
+    store.log_metrics(run_id, {k: metrics[k] for k in m.display_order(metrics)})
+    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes))
     store.log_json(
         run_id,
         "comparison.json",
@@ -77,7 +83,7 @@ def log_comparison(
     store.log_text(run_id, "comparison.md", text)
     with tempfile.TemporaryDirectory() as tmp:
         png = Path(tmp) / "per_type.png"
-        per_type_plot(a, b, png)
+        per_type_plot([a, b], png)
         store.log_file(run_id, png)
     store.finish_run(run_id)
     return run_id

@@ -16,8 +16,10 @@ from pathlib import Path
 import mlflow
 
 from ragtrack.files import read_text
+from ragtrack.records import RunSummary
 from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
+from ragtrack.tracking import descriptions
 from ragtrack.tracking.store import Store, Tag
 
 
@@ -65,3 +67,19 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
     version = str(info.registered_model_version)
     store.tag_model_version(version, tags)
     return ModelRef(model_id=info.model_id, version=version, reused=False)
+
+
+def describe_logged_model(store: Store, model_id: str, current: RunSummary, params: dict[str, str]) -> None:
+    """The LoggedModel's description: the agent version it is and links to every eval run that measured it.
+
+    ``current`` is the eval run being recorded (not complete yet, so not found by a search).
+    """
+    runs = [current, *(r for r in store.eval_runs(model_id=model_id) if r.run_id != current.run_id)]
+    text = descriptions.logged_model(
+        current.version,
+        params.get("spec.version.description", ""),
+        current.model_version,
+        runs,
+        descriptions.Links(store.registered_model),
+    )
+    store.describe_logged_model(model_id, text)

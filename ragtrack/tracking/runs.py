@@ -1,49 +1,50 @@
-"""Eval runs in MLflow: params, metrics linked to the version's model, per-item records.
+"""Eval runs in MLflow: params, metrics linked to the version's model, per-item records, the run's story.
 
-Per-item results are logged three ways, for three readers:
+An eval run keeps, for four readers:
 
-* MLflow 3's GenAI evaluation records (``mlflow.genai.evaluate`` over the
-  precomputed answers, with ragtrack scorers that return the verdicts already
-  made): the run page's evaluation view shows each question, answer, score and
-  judge reason;
-* a table artifact (``items_table.json``) for MLflow's artifact viewer;
-* ``items.jsonl`` with everything, raw judge replies included, for scripts.
+* its overview page: a Markdown description (scores overall and per type,
+  judge, substitutions, diagnosis, and the paired comparison with the champion
+  with what ``promote`` would decide), the metrics in reading order (headline
+  first, the champion comparison as ``delta/*`` metrics, LLM accounting last);
+* its evaluation view: one trace per item (:mod:`ragtrack.tracking.traces`);
+* its artifacts: ``items_table.json`` (a table MLflow's artifact viewer shows
+  as one), ``per_type.png`` (this version per question type, beside the
+  champion when there is one), ``diagnosis.md``, ``accounting.json``;
+* scripts: ``items.jsonl`` with everything, raw judge replies included.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from dataclasses import replace
 
-import mlflow
+import pandas as pd
 from mlflow.data.dataset_source import DatasetSource
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
-from mlflow.entities import DatasetInput, InputTag
+from mlflow.entities import DatasetInput, InputTag, LoggedModelInput
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
 from ragtrack.agent import Agent
 from ragtrack.corpus import Corpus
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.promotion import Rule
 from ragtrack.golden import GoldenSet, Staleness
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec
+from ragtrack.tracking import standings, traces
 from ragtrack.tracking.models import ModelRef
-from ragtrack.tracking.store import Param, Store, Tag
-
-log = logging.getLogger(__name__)
+from ragtrack.tracking.store import GENAI_EVALUATE, Param, Store, Tag
 
 
 def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Agent, model: ModelRef) -> dict[str, str]:
     """The tags compare/promote/versions search eval runs by."""
     return {
+        Tag.RUN_TYPE: GENAI_EVALUATE,
         Tag.KIND: "eval",
         Tag.VERSION: spec.name,
         Tag.AGENT_KIND: spec.kind,
@@ -93,125 +94,74 @@ def record_eval(
     metrics: dict[str, float],
     diagnosis: str,
     accounting: dict,
+    rule: Rule | None = None,
 ) -> None:
-    """Everything an eval run keeps: metrics (linked to the version's model), per-item records, diagnosis."""
-    store.log_metrics(run_id, metrics, model_id)
-    log_items(store, run_id, records)
+    """Everything an eval run keeps and shows (see the module docstring); safe to call again on a resumed run.
+
+    ``rule`` is the promotion rule the description's dry decision applies (default: margin and tolerance 0).
+    """
+    params = store.client.get_run(run_id).data.params
+    run = replace(store.run_summary(run_id), metrics=metrics)
+    complete = len(records) == int(params.get("golden_items", len(records)))
+    standing = standings.standing(store, run, rule or Rule(), records) if complete and records else None
+    shown = {**metrics, **standings.deltas(standing)}
+    store.log_metrics(run_id, {k: shown[k] for k in m.display_order(shown)}, model_id)
+    log_items(store, run_id, records, table=complete)
     store.log_text(run_id, "diagnosis.md", diagnosis)
     store.log_json(run_id, "accounting.json", accounting)
-    log_genai_records(store, run_id, model_id, records)
+    _log_model_input(store, run_id, model_id)
+    traces.log_traces(store, run, model_id, records, params.get("judge", ""))
+    standings.describe_eval(store, replace(run, metrics=shown), params, records, diagnosis, standing, model_id)
+
+
+def _log_model_input(store: Store, run_id: str, model_id: str | None) -> None:
+    """The version's LoggedModel as the run's model input (once): its page lists the run among its runs."""
+    if model_id and model_id not in {i.model_id for i in store.client.get_run(run_id).inputs.model_inputs or ()}:
+        store.client.log_inputs(run_id, models=[LoggedModelInput(model_id)])
 
 
 def items_table(records: list[ItemRecord]) -> dict[str, list]:
-    """Column-oriented per-item table: the view a reviewer scans."""
-    cols: dict[str, list] = {
-        k: []
-        for k in (
-            "id",
-            "type",
-            "question",
-            "answer",
-            "gt_answer",
-            "retrieved_chunk_ids",
-            "retrieved_passage_ids",
-            "gt_context_ids",
-        )
-    }
+    """One row per item: what a reviewer scans (scores, answer, reference, judge reasons, passages).
+
+    A retrieval metric is None where the agent's reply did not say what it retrieved.
+    """
+    judges = list(dict.fromkeys(j for r in records for j in r.judges))
     retrieval_keys = list(dict.fromkeys(k for r in records for k in r.retrieval))
+    cols: dict[str, list] = {k: [] for k in ("id", "type", "question", *judges, *retrieval_keys)}
     for r in records:
         cols["id"].append(r.id)
         cols["type"].append(r.type)
         cols["question"].append(r.question)
-        cols["answer"].append(r.answer)
-        cols["gt_answer"].append(r.gt_answer)
-        cols["retrieved_chunk_ids"].append(r.retrieved_unit_ids)
-        cols["retrieved_passage_ids"].append(r.retrieved_passage_ids)
-        cols["gt_context_ids"].append(r.gt_context_ids)
-        for metric in retrieval_keys:  # None where the reply said nothing about retrieval
-            cols.setdefault(metric, []).append(r.retrieval.get(metric))
+        for judge in judges:
+            cols[judge].append(r.judges[judge].score if judge in r.judges else None)
+        for metric in retrieval_keys:
+            cols[metric].append(r.retrieval.get(metric))
+        cols.setdefault("answer", []).append(r.answer)
+        cols.setdefault("gt_answer", []).append(r.gt_answer)
+        for judge in judges:
+            v = r.judges.get(judge)
+            reason = (v.reason or (f"ERROR: {v.error}" if v.error else "")) if v else ""
+            cols.setdefault(f"{judge}_reason", []).append(reason)
+        cols.setdefault("retrieved_passage_ids", []).append(r.retrieved_passage_ids)
+        cols.setdefault("gt_context_ids", []).append(r.gt_context_ids)
+        cols.setdefault("retrieved_chunk_ids", []).append(r.retrieved_unit_ids)
         cols.setdefault("unmapped", []).append(r.unmapped)
-        cols.setdefault("errors", []).append(r.errors)
-        for judge, v in r.judges.items():
-            cols.setdefault(judge, []).append(v.score)
-            cols.setdefault(f"{judge}_reason", []).append(v.reason or (f"ERROR: {v.error}" if v.error else ""))
+        cols.setdefault("errors", []).append("; ".join(r.errors))
     return cols
 
 
-def log_items(store: Store, run_id: str, records: list[ItemRecord]) -> None:
-    store.log_json(run_id, "items_table.json", items_table(records))
+ITEMS_TABLE = "items_table.json"
+
+
+def log_items(store: Store, run_id: str, records: list[ItemRecord], table: bool = True) -> None:
+    """``items.jsonl`` (everything) and, when ``table``, ``items_table.json`` as an MLflow table.
+
+    MLflow appends to a table that exists, so a run gets its table once: when it is
+    complete (a resumed run rewrites ``items.jsonl`` but never doubles the table).
+    """
     store.log_text(run_id, "items.jsonl", "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records))
-
-
-def log_genai_records(store: Store, run_id: str, model_id: str | None, records: list[ItemRecord]) -> None:
-    """Per-item evaluation records in MLflow's own evaluation view (no model is called)."""
-    if not records:
-        return
-    from mlflow.entities import Feedback
-    from mlflow.genai.scorers import scorer
-
-    by_id = {r.id: r for r in records}
-
-    def judge_scorer(judge: str):
-        @scorer(name=judge)
-        def _score(inputs, outputs):
-            v = by_id[inputs["item_id"]].judges.get(judge)
-            if v is None:
-                return None
-            if v.score is None:
-                return Feedback(name=judge, error=f"judge error: {v.error}")
-            return Feedback(name=judge, value=v.score, rationale=v.reason)
-
-        return _score
-
-    def retrieval_scorer(metric: str):
-        @scorer(name=metric)
-        def _score(inputs, outputs):
-            value = by_id[inputs["item_id"]].retrieval.get(metric)
-            return None if value is None else float(value)
-
-        return _score
-
-    judges = sorted({j for r in records for j in r.judges})
-    scorers = [judge_scorer(j) for j in judges] + [
-        retrieval_scorer(m.RETRIEVAL.get(name).item_key) for name in ("context_recall", "context_precision", "mrr")
-    ]
-    data = [
-        {
-            "inputs": {"question": r.question, "item_id": r.id, "type": r.type},
-            "outputs": {"answer": r.answer, "retrieved_passage_ids": r.retrieved_passage_ids},
-            "expectations": {"expected_response": r.gt_answer, "gt_context_ids": r.gt_context_ids},
-        }
-        for r in records
-    ]
-    # MLflow's defaults (10 rows × 10 scorers in parallel, async trace export) exhaust a
-    # SQLite store's connection pool; the scorers only look values up, so run them serially.
-    # Its own progress bar and banner would interleave with ragtrack's: they are swallowed
-    # (warnings go through logging, which keeps its own stream).
-    with (
-        _env(
-            MLFLOW_GENAI_EVAL_MAX_WORKERS="1",
-            MLFLOW_GENAI_EVAL_MAX_SCORER_WORKERS="1",
-            MLFLOW_ENABLE_ASYNC_TRACE_LOGGING="false",
-        ),
-        redirect_stdout(io.StringIO()),
-        redirect_stderr(io.StringIO()),
-        mlflow.start_run(run_id=run_id),
-    ):
-        mlflow.genai.evaluate(data=data, scorers=scorers, model_id=model_id)
-
-
-@contextmanager
-def _env(**values: str) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    if table and records and ITEMS_TABLE not in {f.path for f in store.client.list_artifacts(run_id)}:
+        store.client.log_table(run_id, data=pd.DataFrame(items_table(records)), artifact_file=ITEMS_TABLE)
 
 
 class GoldenDataset(MetaDataset):

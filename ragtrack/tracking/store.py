@@ -39,8 +39,10 @@ from ragtrack.records import ItemRecord, RunSummary
 
 
 class Tag:
-    """Every tag ragtrack writes on runs and model versions."""
+    """Every tag ragtrack writes on runs, traces, logged models and model versions."""
 
+    NOTE = "mlflow.note.content"  # MLflow's own: the Markdown description of a run or logged model
+    RUN_TYPE = "mlflow.runType"  # MLflow's own: "genai_evaluate" lists a run under "Evaluation runs"
     KIND = "ragtrack.kind"  # eval | compare | promotion | calibration
     VERSION = "ragtrack.version"
     AGENT_KIND = "ragtrack.agent_kind"
@@ -59,6 +61,19 @@ class Tag:
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
     LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
+    COMPARED_TO = "ragtrack.compared_to"  # eval runs: the champion model version its delta/* metrics are against
+    COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
+    ITEM_ID = "ragtrack.item_id"  # traces: the golden item
+    ITEM_TYPE = "ragtrack.item_type"  # traces: its question type
+
+
+#: The run type MLflow's UI lists under "Evaluation runs" and opens on its evaluation view.
+GENAI_EVALUATE = "genai_evaluate"
+#: Saved views of an experiment's runs table are experiment tags with this prefix (MLflow's UI "Views" menu).
+SAVED_VIEW = "mlflow.sharedViewState."
+#: MLflow keeps run tags (descriptions included) up to this many characters; registry descriptions up to 5000.
+MAX_NOTE = 8000
+MAX_REGISTRY_NOTE = 5000
 
 
 class Param:
@@ -176,6 +191,21 @@ class Store:
         """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
         return _experiment(self.client, self.tracking_uri, f"{self.experiment_name}-{suffix}")
 
+    def describe_experiment(self, markdown: str) -> None:
+        """The eval experiment's description: the UI shows it at the top of every page of the experiment."""
+        self.client.set_experiment_tag(self.experiment_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
+
+    def save_runs_view(self, key: str, name: str, columns: list[str]) -> str:
+        """A saved view of the runs table showing ``columns`` in this order (``metrics.`x```, ``tags.`y```…).
+
+        MLflow's UI lists it under "Views" and opens it at the route this returns.
+        """
+        state = {"selectedColumns": columns, "columnOrder": columns, "orderByKey": "attributes.start_time"}
+        now = int(time.time() * 1000)
+        envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
+        self.client.set_experiment_tag(self.experiment_id, SAVED_VIEW + key, json.dumps(envelope))
+        return f"#/experiments/{self.experiment_id}/runs?viewStateShareKey={key}"
+
     # ------------------------------------------------------------ writing runs
     def start_run(
         self,
@@ -200,18 +230,15 @@ class Store:
         return run_id
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], model_id: str | None = None) -> None:
-        """One batched write (per-metric calls are ~50× slower on SQLite); linked to the model.
+        """One batched write (per-metric calls are ~50× slower on SQLite), in the dict's order; linked to the model.
 
-        Idempotent: a value the run already holds is not logged again, so a resumed run whose
-        first attempt died while logging does not grow a second history point per metric.
+        MLflow's run tables show metric columns in the order they were first logged. Idempotent: a
+        value the run already holds is not logged again, so a resumed run whose first attempt died
+        while logging does not grow a second history point per metric.
         """
         held = self.client.get_run(run_id).data.metrics
         now = int(time.time() * 1000)
-        rows = [
-            Metric(k, float(v), now, 0, model_id=model_id)
-            for k, v in sorted(metrics.items())
-            if held.get(k) != float(v)
-        ]
+        rows = [Metric(k, float(v), now, 0, model_id=model_id) for k, v in metrics.items() if held.get(k) != float(v)]
         for i in range(0, len(rows), 1000):
             self.client.log_batch(run_id, metrics=rows[i : i + 1000])
 
@@ -223,6 +250,13 @@ class Store:
 
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
+
+    def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def describe_run(self, run_id: str, markdown: str) -> None:
+        """The run's description (its overview page renders it as Markdown)."""
+        self.client.set_tag(run_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
 
     def finish_run(self, run_id: str, status: str = "FINISHED") -> None:
         """End a run: FINISHED (complete), KILLED (interrupted, resumable) or FAILED (an error)."""
@@ -250,7 +284,11 @@ class Store:
                 return
 
     def eval_runs(
-        self, version: str | None = None, golden_digest: str | None = None, judge_identity: str | None = None
+        self,
+        version: str | None = None,
+        golden_digest: str | None = None,
+        judge_identity: str | None = None,
+        model_id: str | None = None,
     ) -> list[RunSummary]:
         """Complete eval runs, newest first, optionally filtered."""
         clauses = [f"tags.`{Tag.KIND}` = 'eval'", f"tags.`{Tag.COMPLETE}` = 'true'"]
@@ -258,6 +296,7 @@ class Store:
             (Tag.VERSION, version),
             (Tag.GOLDEN_DIGEST, golden_digest),
             (Tag.JUDGE_IDENTITY, judge_identity),
+            (Tag.MODEL_ID, model_id),
         ):
             if value:
                 clauses.append(f"tags.`{tag}` = {_quote(value)}")
@@ -278,9 +317,19 @@ class Store:
             raise RagtrackError(f"no complete eval run of {version}{detail}; run: ragtrack eval --version {version}")
         return found[0]
 
+    def read_text(self, run_id: str, name: str) -> str | None:
+        """A text artifact of a run, or None when the run has no such artifact."""
+        if name not in {f.path for f in self.client.list_artifacts(run_id)}:
+            return None
+        with tempfile.TemporaryDirectory() as tmp, _without_progress_bar():
+            return Path(self.client.download_artifacts(run_id, name, tmp)).read_text("utf-8")
+
+    def run_summary(self, run_id: str) -> RunSummary:
+        return _summary(self.client.get_run(run_id))
+
     def records(self, run_id: str) -> list[ItemRecord]:
         """The per-item records an eval run logged (``items.jsonl``)."""
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, _without_progress_bar():
             path = self.client.download_artifacts(run_id, "items.jsonl", tmp)
             lines = Path(path).read_text("utf-8").splitlines()
         return [ItemRecord.from_json(json.loads(line)) for line in lines if line]
@@ -308,6 +357,27 @@ class Store:
     def tag_model_version(self, model_version: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():
             self.client.set_model_version_tag(self.registered_model, model_version, key, value)
+
+    def describe_model_version(self, model_version: str, markdown: str) -> None:
+        """The version's description on its registry page (Markdown)."""
+        self.client.update_model_version(self.registered_model, model_version, _clip(markdown, MAX_REGISTRY_NOTE))
+
+    def describe_registered_model(self, markdown: str) -> None:
+        self.client.update_registered_model(self.registered_model, _clip(markdown, MAX_REGISTRY_NOTE))
+
+    def describe_logged_model(self, model_id: str, markdown: str) -> None:
+        """A LoggedModel's description (its page renders the ``mlflow.note.content`` tag as Markdown)."""
+        self.client.set_logged_model_tags(model_id, {Tag.NOTE: _clip(markdown, MAX_NOTE)})
+
+    def decision_runs(self, model_version: str) -> list:
+        """Promotion runs (not dry runs) in which ``model_version`` was the challenger or the champion, newest first."""
+        query = f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.DRY_RUN}` = 'false'"
+        found = self.search_runs([self.decisions_experiment_id], query, ["attributes.start_time DESC"])
+        return [
+            r
+            for r in found
+            if model_version in (r.data.params.get("model_version"), r.data.params.get("champion_model_version"))
+        ]
 
     def champion(self) -> tuple[str, str] | None:
         """(model version, agent version name) the ``champion`` alias points at, or None."""
@@ -366,6 +436,26 @@ class Store:
                 self.client.delete_registered_model(name)
 
 
+@contextmanager
+def _without_progress_bar() -> Iterator[None]:
+    """MLflow draws a progress bar for every download; ragtrack's commands print their own output."""
+    name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    saved = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to what the store keeps, saying so."""
+    return text if len(text) <= limit else text[: limit - 40].rstrip() + "\n\n… (cut to fit MLflow's limit)"
+
+
 def _quote(value: str) -> str:
     """A string literal for an MLflow search filter."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -383,6 +473,7 @@ def _summary(run) -> RunSummary:
         model_version=tags.get(Tag.MODEL_VERSION, ""),
         metrics=dict(run.data.metrics),
         started=run.info.start_time,
+        compared_to=tags.get(Tag.COMPARED_TO, ""),
     )
 
 

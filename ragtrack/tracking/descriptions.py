@@ -1,0 +1,403 @@
+"""The Markdown MLflow shows on a run, a model version, a registered model and a LoggedModel page.
+
+Descriptions tell the story where a person looks in the stock UI: an eval run
+says what it scored (overall and per question type), with which judge and
+models, what the diagnosis is and how it stands against the champion (paired
+differences with 95% intervals, and what ``ragtrack promote`` would decide);
+a model version says why it is, or is not, the champion. Pure functions of
+plain data: :mod:`ragtrack.tracking` writes them.
+
+The UI shows the first lines of a description until "Show more" is clicked,
+so each starts with its verdict. Its Markdown renderer draws tables without
+padding, so table cells are spaced with no-break spaces. Links are the UI's
+own routes (``#/runs/…``), so they work in ``ragtrack ui``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.compare import ItemChange, MetricRow
+from ragtrack.evaluation.judges import JUDGES
+from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
+from ragtrack.records import RunSummary
+
+#: Metrics whose paired difference is shown per question type too (the rest: all items only).
+PER_TYPE_DELTAS = (CRITERION, "context_recall")
+PAIRED_NOTE = (
+    "Δ over the items both runs answered; 95% paired-bootstrap interval; sign-flip p; \\* the interval excludes 0."
+)
+_GAP = "\u00a0" * 3  # left of every cell but the first: the UI's tables have no padding
+
+
+def run_link(run_id: str) -> str:
+    """The UI's route to a run, whatever its experiment."""
+    return f"#/runs/{run_id}"
+
+
+@dataclass(frozen=True)
+class Links:
+    """Links to a run and to a version of the registered model, as routes of the MLflow UI."""
+
+    registered_model: str
+
+    def run(self, run_id: str) -> str:
+        return run_link(run_id)
+
+    def model_version(self, model_version: str) -> str:
+        return f"#/models/{self.registered_model}/versions/{model_version}"
+
+
+def when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table, first column left, the others right-aligned and spaced."""
+    lines = [_row(header), "|:--|" + "--:|" * (len(header) - 1)]
+    lines += [_row(cells) for cells in rows]
+    return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join([cells[0], *(_GAP + c for c in cells[1:])]) + " |"
+
+
+def _label(name: str) -> str:
+    return f"{name} (1–5)" if name in JUDGES else name
+
+
+def _value(name: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}" if name in JUDGES else f"{value:.3f}"
+
+
+def _scope(scope: str) -> str:
+    return "all" if scope == m.ALL else f"type {scope}"
+
+
+# ------------------------------------------------------------------ eval runs
+def headline(run: RunSummary) -> str:
+    """``**v5**: correctness 2.60, groundedness 5.00 (judges 1–5), context recall 0.627, MRR 0.697``."""
+    metrics = run.metrics
+    parts = [f"{_label(n)} {_value(n, metrics.get(n))}" for n in m.CORE]
+    return f"**{run.version}**: " + ", ".join(parts) + f" over {int(metrics.get('items', 0))} items"
+
+
+def scores(metrics: dict[str, float]) -> str:
+    """Every registered metric overall and per question type, with the item count of each scope."""
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in metrics]
+    header = ["metric"] + [f"{_scope(s)} ({int(metrics.get(m.key('items', s), 0))})" for s in scopes]
+    names = [*m.HEADLINE, *(n for n in m.comparable_metrics() if n not in m.HEADLINE)]
+    rows = []
+    for name in names:
+        if all(m.key(name, s) not in metrics for s in scopes):
+            continue  # not defined for this golden set (all_hops_at_k without GT groups)
+        cells = []
+        for s in scopes:
+            cell = _value(name, metrics.get(m.key(name, s)))
+            scored, total = metrics.get(m.key(m.judge_count(name), s)), metrics.get(m.key("items", s))
+            if name in JUDGES and scored is not None and total and scored < total:
+                cell += f" (n={int(scored)})"
+            cells.append(f"**{cell}**" if s == m.ALL and name == CRITERION else cell)
+        rows.append([_label(name), *cells])
+    return table(header, rows)
+
+
+def paired(a: str, b: str, rows: Sequence[MetricRow]) -> str:
+    """The paired comparison a → b: every headline metric overall, the criterion and recall per type too."""
+    by_key = {(r.metric, r.scope): r for r in rows}
+    out = []
+    for name in m.HEADLINE:
+        for scope in (m.ALL, *(m.TYPES if name in PER_TYPE_DELTAS else ())):
+            r = by_key.get((name, scope))
+            if r is None:
+                continue
+            d = r.diff
+            delta = f"{d.delta:+.3f}" + (" \\*" if d.significant else "")
+            out.append(
+                [
+                    _label(name) if scope == m.ALL else f"↳ {_scope(scope)}",
+                    _value(name, d.mean_a),
+                    _value(name, d.mean_b),
+                    f"**{delta}**" if name == CRITERION and scope == m.ALL else delta,
+                    f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
+                    f"{d.p_value:.3f}",
+                    f"{d.n}" if not r.partial else f"{d.n} of {r.items_total}",
+                ]
+            )
+    return table(["metric", a, b, f"Δ {b} − {a}", "95% CI", "p", "items"], out)
+
+
+def moved(changes: Sequence[ItemChange], limit: int = 8) -> str:
+    """The items whose correctness moved most, for a reader to open their traces."""
+    top = [c for c in changes if c.metric == CRITERION][:limit]
+    return ", ".join(f"{c.id} ({c.a:g} → {c.b:g})" for c in top)
+
+
+def verdict(d: Decision) -> str:
+    """What ``ragtrack promote`` would decide, and why."""
+    verb = "would promote" if d.promoted else "would refuse"
+    return f"`ragtrack promote {d.version}` {verb} it: " + "; ".join(d.reasons)
+
+
+def gates(d: Decision) -> str:
+    if not d.gates:
+        return "none"
+    return ", ".join(
+        f"{g.metric} ≥ {g.minimum:g}: {'missing' if g.value is None else f'{g.value:.3f}'} "
+        f"{'passed' if g.passed else 'FAILED'}"
+        for g in d.gates
+    )
+
+
+def substitutions(params: dict[str, str]) -> str:
+    """``rerank_model `BAAI/bge-reranker-base` → `none``` for every model used instead of the one requested."""
+    swaps = []
+    for key, requested in sorted(params.items()):
+        name = key.removesuffix("_requested")
+        if name != key and params.get(name, requested) != requested:
+            swaps.append(f"{name} `{requested}` → `{params[name]}`")
+    return ", ".join(swaps)
+
+
+def eval_run(
+    run: RunSummary,
+    params: dict[str, str],
+    diagnosis: str,
+    items: int,
+    standing: Standing | None,
+    links: Links,
+) -> str:
+    """An eval run's description: verdict first, then identity, scores, the champion comparison, diagnosis."""
+    total = int(params.get("golden_items", items))
+    lines = [headline(run) + "  ", _standing_line(run, standing, items, total), ""]
+    described = params.get("spec.version.description") or ""
+    lines.append(
+        (f"{described} · " if described else "")
+        + f"{total} golden items (digest `{run.golden_digest}`) · judge `{run.judge_identity}` · "
+        f"model version [{run.model_version}]({links.model_version(run.model_version)})"
+    )
+    if swaps := substitutions(params):
+        lines += ["", "**Substituted models** (`promote` refuses such runs without `--allow-substitutes`): " + swaps]
+    lines += ["", "**Scores** (judges 1–5, retrieval 0–1)", "", scores(run.metrics)]
+    if standing is not None:
+        lines += ["", _standing(run, standing, links)]
+    lines += ["", "**Diagnosis** (retrieval first, then generation)", "", diagnosis]
+    lines += [
+        "",
+        "Per item: the **Traces** tab (one trace per item: its stages and timings, the retrieved passages, "
+        "each judge's score and reason); `items_table.json` and `per_type.png` under **Artifacts**.",
+    ]
+    return "\n".join(lines)
+
+
+def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) -> str:
+    """One line: how the run stands against the champion and what ``promote`` would do."""
+    if items < total:
+        return f"**Incomplete**: {items} of {total} items; run the same `ragtrack eval` again to resume this run."
+    if s is None:
+        return ""
+    d = s.decision
+    if d.champion is None:
+        return f"No champion yet: {verdict(d)}."
+    if d.champion_model_version == run.model_version:
+        return f"This model version is the champion ({d.champion})."
+    paired_rows = {r.metric: r.diff for r in s.rows if r.scope == m.ALL}
+    if CRITERION not in paired_rows:
+        return f"Champion {d.champion}: {verdict(d)}."
+    c = paired_rows[CRITERION]
+    return (
+        f"Against champion **{d.champion}**: correctness Δ **{c.delta:+.3f}** "
+        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_value:.3f}) · {verdict(d)}."
+    )
+
+
+def _standing(run: RunSummary, s: Standing, links: Links) -> str:
+    d = s.decision
+    if d.champion is None or d.champion_model_version == run.model_version:
+        return f"**Champion**: {_standing_line(run, s, 1, 1)}"
+    mv = d.champion_model_version
+    lines = [f"**Against the champion {d.champion}** (model version [{mv}]({links.model_version(mv)}))", ""]
+    if s.champion is not None and s.rows:
+        lines += [
+            f"Champion's eval [{s.champion.run_id[:8]}]({links.run(s.champion.run_id)}). {PAIRED_NOTE}",
+            "",
+            paired(d.champion, run.version, s.rows),
+        ]
+        if moved_items := moved(s.changes):
+            lines += ["", f"Items whose correctness moved most: {moved_items}."]
+    lines += ["", f"{verdict(d)}.", "", f"Rule: {d.rule}; gates: {gates(d)}."]
+    return "\n".join(lines)
+
+
+def comparison(a: RunSummary, b: RunSummary, rows: Sequence[MetricRow], changes: Sequence[ItemChange]) -> str:
+    """A ``compare`` run's description: the paired table and the items that moved."""
+    lines = [
+        f"**{a.version} → {b.version}** on golden set `{b.golden_digest}` with judge `{b.judge_identity}`: "
+        f"eval runs [{a.run_id[:8]}]({run_link(a.run_id)}) and [{b.run_id[:8]}]({run_link(b.run_id)}). {PAIRED_NOTE}",
+        "",
+        paired(a.version, b.version, rows),
+    ]
+    if moved_items := moved(changes):
+        lines += ["", f"Items whose correctness moved most: {moved_items}."]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ promotion
+def decision(d: Decision, started_ms: int, links: Links) -> str:
+    """One promotion decision in full: outcome, figures with the interval, rule, gates, reasons, runs."""
+    outcome = "promoted" if d.promoted else "refused"
+    against = f" over {d.champion} (model version {d.champion_model_version})" if d.champion else ""
+    lines = [f"**{d.version} {outcome}**{against} on {when(started_ms)}", ""]
+    f = d.figures
+    if "correctness_delta" in f:
+        lines.append(
+            f"- correctness {f['challenger_correctness_paired']:.3f} vs {f['champion_correctness']:.3f}: "
+            f"Δ {f['correctness_delta']:+.3f}, "
+            f"95% CI [{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}], "
+            f"p {f['correctness_p']:.3f} over {int(f['paired_items'])} paired items"
+        )
+        lines.append(
+            f"- {GUARD} {f['challenger_groundedness_paired']:.3f} vs {f['champion_groundedness']:.3f}: "
+            f"Δ {f['groundedness_delta']:+.3f}"
+        )
+    lines += [
+        f"- rule: {d.rule}",
+        f"- gates: {gates(d)}",
+        f"- {'why' if d.promoted else 'refused because'}: " + "; ".join(d.reasons),
+        f"- decision run [{d.decision_run_id[:8]}]({links.run(d.decision_run_id)}) · "
+        f"eval run [{d.run_id[:8]}]({links.run(d.run_id)})",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PastDecision:
+    """A recorded decision, as the decisions experiment keeps it."""
+
+    run_id: str
+    started_ms: int
+    summary: str
+
+
+def model_version(
+    version: str,
+    number: str,
+    champion: tuple[str, str] | None,
+    champion_since_ms: int | None,
+    latest: str,
+    history: Sequence[PastDecision],
+    links: Links,
+) -> str:
+    """A model version's description: is it the champion (since when), the latest decision, the earlier ones."""
+    # The versions table shows a description's first line as raw text: it carries no markup.
+    if champion and champion[0] == number:
+        head = f"{version} is the champion" + (
+            f" since {when(champion_since_ms)}" if champion_since_ms is not None else ""
+        )
+    elif champion:
+        head = f"{version} is not the champion: {champion[1]} (model version {champion[0]}) is"
+    else:
+        head = f"{version} is not the champion (there is none yet)"
+    lines = [head, ""]
+    if latest:
+        lines += [latest, ""]
+    if history:
+        lines += ["**Decisions involving this version** (newest first)", ""]
+        lines += [f"- {when(h.started_ms)}: {h.summary} ([run]({links.run(h.run_id)}))" for h in history]
+    return "\n".join(lines)
+
+
+def registered_model(name: str, champion: tuple[str, str] | None, since_ms: int | None, why: str, links: Links) -> str:
+    """The registered model's description: which version is champion, since when, and why."""
+    if champion is None:
+        return "No champion yet: `ragtrack promote <version>` makes the first version that passes its gates champion."
+    number, version = champion
+    since = f" since {when(since_ms)}" if since_ms is not None else ""
+    return "\n".join(
+        [
+            f"### Champion: {version} (model version [{number}]({links.model_version(number)})){since}",
+            "",
+            why,
+            "",
+            f'Answer with it: `mlflow.pyfunc.load_model("models:/{name}@champion").predict(["…"])`. '
+            "Each version's description says why it is or is not the champion; every decision is a "
+            "`promotion` run in the decisions experiment.",
+        ]
+    )
+
+
+def logged_model(version: str, description: str, number: str, runs: Sequence[RunSummary], links: Links) -> str:
+    """A LoggedModel's description: which agent version it is and the eval runs that measured it."""
+    rows = [
+        [
+            f"[{r.run_id[:8]}]({links.run(r.run_id)})",
+            when(r.started) if r.started else "",
+            f"`{r.golden_digest[:8]}`",
+            f"`{r.judge_identity.split('|')[0]}`",
+            *(_value(n, r.metrics.get(n)) for n in m.CORE),
+        ]
+        for r in runs
+    ]
+    return "\n".join(
+        [
+            f"**{version}**" + (f" — {description}" if description else ""),
+            "",
+            f"Registered as model version [{number}]({links.model_version(number)}). "
+            "Eval runs of this agent version (newest first):",
+            "",
+            table(["eval run", "started", "golden", "judge", *m.CORE], rows),
+        ]
+    )
+
+
+def experiment(
+    champion: tuple[str, str] | None,
+    since_ms: int | None,
+    runs: Sequence[RunSummary],
+    view: str,
+    links: Links,
+) -> str:
+    """The eval experiment's description: the champion, then every version's latest comparable eval."""
+    if champion:
+        number, version = champion
+        since = f" since {when(since_ms)}" if since_ms is not None else ""
+        head = (
+            f"Champion: **{version}**{since} ([model version {number}]({links.model_version(number)}) says why) · "
+            f"[all versions side by side]({view}) · expand for the leaderboard"
+        )
+    else:
+        head = f"No champion yet · [all versions side by side]({view}) · expand for the leaderboard"
+    rows = []
+    for r in runs:
+        mark = " ★" if champion and r.model_version == champion[0] else ""
+        delta = "—"
+        if champion and r.compared_to == champion[0] and m.comparison_key("delta", CRITERION) in r.metrics:
+            f = {fig: r.metrics.get(m.comparison_key(fig, CRITERION)) for fig in m.COMPARISON_FIGURES}
+            delta = f"{f['delta']:+.3f} [{f['delta_ci_low']:+.3f}, {f['delta_ci_high']:+.3f}]"
+        rows.append(
+            [
+                f"**{r.version}**{mark}",
+                f"[{r.model_version}]({links.model_version(r.model_version)})",
+                *(_value(n, r.metrics.get(n)) for n in m.CORE),
+                delta,
+                f"[{r.run_id[:8]}]({links.run(r.run_id)})",
+            ]
+        )
+    lines = [head, ""]
+    if rows:
+        reference = runs[0]
+        lines += [
+            table(["version", "model version", *m.CORE, "Δ correctness vs champion [95% CI]", "eval run"], rows),
+            "",
+            f"The latest eval of each version on golden set `{reference.golden_digest}` with judge "
+            f"`{reference.judge_identity}`. Each eval run's description tells its story (scores per type, "
+            "the paired comparison with the champion, the diagnosis); its **Traces** tab holds one trace per "
+            "item with the retrieved passages and each judge's score and reason.",
+        ]
+    return "\n".join(lines)

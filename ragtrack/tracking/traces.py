@@ -1,0 +1,197 @@
+"""One trace per golden item: an eval run's items the way MLflow means evaluation records.
+
+Each item becomes a trace of the run (and of the version's LoggedModel):
+
+* a root span for the agent answering the question — its request names the
+  item, its response is the answer — and under it a span for every stage the
+  agent reported, with the stage's real start and end: ``rewrite``,
+  ``retrieve`` (a RETRIEVER span whose outputs are the returned units in
+  MLflow's document shape, their canonical passage IDs in the metadata),
+  ``rerank``, ``generate``; an agent that reports no stages is one span;
+* the item ID and question type as trace tags (searchable:
+  ``tags.`ragtrack.item_id` = 'A03'``);
+* each judge's verdict as numeric feedback ``judge/<judge>`` (1–5) with the
+  judge's reason as its rationale, and the per-item retrieval metrics as
+  feedback ``retrieval/<metric>`` saying which GT passages were found and missed;
+* the GT answer and GT passage IDs as expectations.
+
+MLflow's evaluation view of the run then shows a numeric mean per judge and a
+readable row per item. (Feedback names carry a ``judge/`` prefix because the UI
+treats a bare ``correctness`` or ``groundedness`` as its own pass/fail judges.)
+
+Logging is idempotent by item ID: a resumed run logs traces only for the items
+that have none yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import mlflow
+from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Document, SpanStatusCode, SpanType
+from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.tracing.constant import TraceMetadataKey
+
+from ragtrack.agent import STAGE_KINDS
+from ragtrack.evaluation.judges import HEURISTIC
+from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
+from ragtrack.tracking.store import Store, Tag
+
+log = logging.getLogger(__name__)
+
+#: Expectation names: MLflow's own for the reference answer, ragtrack's for the GT passages.
+EXPECTED_ANSWER = "expected_response"
+EXPECTED_PASSAGES = "expected_passage_ids"
+
+
+def judge_feedback(judge: str) -> str:
+    """``judge/correctness``: the feedback name of a judge's verdicts."""
+    return f"judge/{judge}"
+
+
+def retrieval_feedback(item_key: str) -> str:
+    """``retrieval/context_recall``: the feedback name of a per-item retrieval metric."""
+    return f"retrieval/{item_key}"
+
+
+def log_traces(store: Store, run: RunSummary, model_id: str | None, records: list[ItemRecord], judge: str) -> int:
+    """A trace for every record of ``run`` that has none yet; returns how many were logged.
+
+    ``judge`` is the run's ``judge`` param: the heuristics (code) or an LLM judge.
+    """
+    done = logged_items(store, run.run_id)
+    todo = [r for r in records if r.id not in done]
+    traced = [(r, span) for r in todo if (span := _trace(store, run, model_id, r)) is not None]
+    if not traced:
+        return 0
+    mlflow.flush_trace_async_logging()  # assessments attach to traces the store already has
+    source = AssessmentSource(
+        AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
+    )
+    for record, (trace_id, span_id) in traced:
+        _assess(trace_id, span_id, record, source)
+    return len(traced)
+
+
+def logged_items(store: Store, run_id: str) -> set[str]:
+    """The item IDs that already have a trace in ``run_id``."""
+    found, token = set(), None
+    while True:
+        page = store.client.search_traces(
+            locations=[store.experiment_id], run_id=run_id, include_spans=False, max_results=500, page_token=token
+        )
+        found.update(t.info.tags.get(Tag.ITEM_ID) for t in page)
+        token = page.token
+        if not token:
+            return found - {None}
+
+
+def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord) -> tuple[str, str] | None:
+    """Create the item's trace; (trace ID, root span ID), or None when tracing is off or sampled out."""
+    stages = r.stages
+    if len(stages) == 1 and stages[0].kind == "agent":  # an agent that reports no stages: one span
+        call, stages = stages[0], []
+        start, end = call.start_ns, call.end_ns
+    elif stages:
+        start, end = min(s.start_ns for s in stages), max(s.end_ns for s in stages)
+    else:  # a record from before stages were kept: its duration is known, not its start
+        end = time.time_ns()
+        start = end - int(r.latency_s * 1e9)
+    metadata = {TraceMetadataKey.SOURCE_RUN: run.run_id, **({TraceMetadataKey.MODEL_ID: model_id} if model_id else {})}
+    root = mlflow.start_span_no_context(
+        r.id,
+        span_type=SpanType.AGENT,
+        inputs={"item_id": r.id, "type": r.type, "question": r.question},
+        attributes={"retrieved_passage_ids": r.retrieved_passage_ids, "gt_passage_ids": r.gt_context_ids},
+        tags={Tag.ITEM_ID: r.id, Tag.ITEM_TYPE: r.type, Tag.VERSION: run.version},
+        metadata=metadata,
+        experiment_id=store.experiment_id,
+        start_time_ns=start,
+    )
+    if not root.trace_id or root.trace_id == NO_OP_SPAN_TRACE_ID:
+        log.warning("tracing is disabled or sampled out: item %s has no trace", r.id)
+        return None
+    for stage in stages:
+        _span(root, stage, set(r.gt_context_ids))
+    if r.errors:
+        root.set_status(SpanStatusCode.ERROR)
+        root.set_attribute("errors", r.errors)
+    root.end(outputs=r.answer, end_time_ns=end)
+    return root.trace_id, root.span_id
+
+
+def _span(root, stage: StageRecord, gt: set[str]) -> None:
+    kind = STAGE_KINDS.check(stage.kind).upper()  # the registered kinds are MLflow span types
+    span = mlflow.start_span_no_context(
+        stage.name, span_type=kind, parent_span=root, inputs=stage.inputs, start_time_ns=stage.start_ns
+    )
+    if stage.contexts:
+        # MLflow's retriever shape: a list of documents; what else the stage said goes to attributes.
+        span.set_attributes(dict(stage.outputs))
+        outputs = [_document(c, rank, gt) for rank, c in enumerate(stage.contexts, start=1)]
+    else:
+        outputs = stage.outputs
+    span.end(outputs=outputs, end_time_ns=stage.end_ns)
+
+
+def _document(c: ContextRecord, rank: int, gt: set[str]) -> dict:
+    metadata = {  # the UI shows doc_uri beside each document: the canonical passages it covers
+        "doc_uri": " + ".join(c.passage_ids) or c.unit_id,
+        "rank": rank,
+        "unit_id": c.unit_id,
+        "passage_ids": c.passage_ids,
+        "gt_passage_ids": [p for p in c.passage_ids if p in gt],
+        "score": c.score,
+        "mapping": c.mapping,
+    }
+    return Document(page_content=c.text, metadata=metadata, id=c.unit_id).to_dict()
+
+
+def _assess(trace_id: str, span_id: str, r: ItemRecord, judge: AssessmentSource) -> None:
+    """Expectations, retrieval feedback, then the judges last to first: a trace lists its newest feedback first."""
+    golden = AssessmentSource(AssessmentSourceType.HUMAN, "golden set")
+    mlflow.log_expectation(trace_id=trace_id, name=EXPECTED_ANSWER, value=r.gt_answer, source=golden, span_id=span_id)
+    mlflow.log_expectation(
+        trace_id=trace_id, name=EXPECTED_PASSAGES, value=list(r.gt_context_ids), source=golden, span_id=span_id
+    )
+    code = AssessmentSource(AssessmentSourceType.CODE, "ragtrack")
+    found = retrieval_rationale(r)
+    for item_key, value in reversed(r.retrieval.items()):
+        if value is None:  # not defined for this item (all_hops_at_k without GT groups)
+            continue
+        mlflow.log_feedback(
+            trace_id=trace_id,
+            name=retrieval_feedback(item_key),
+            value=value,
+            rationale=found,
+            source=code,
+            span_id=span_id,
+        )
+    for name, v in reversed(r.judges.items()):
+        error = AssessmentError(error_code="JUDGE_ERROR", error_message=v.error) if v.score is None else None
+        mlflow.log_feedback(
+            trace_id=trace_id,
+            name=judge_feedback(name),
+            value=v.score,
+            rationale=v.reason or None,
+            error=error,
+            source=judge,
+            span_id=span_id,
+        )
+
+
+def retrieval_rationale(r: ItemRecord) -> str:
+    """Which GT passages the agent's contexts covered (and in which context) and which it missed."""
+    where: dict[str, int] = {}
+    for n, c in enumerate(r.contexts, start=1):
+        for pid in c.passage_ids:
+            where.setdefault(pid, n)
+    found = [f"{pid} (context {where[pid]})" for pid in r.gt_context_ids if pid in where]
+    missed = [pid for pid in r.gt_context_ids if pid not in where]
+    text = f"{len(found)} of {len(r.gt_context_ids)} GT passages retrieved"
+    if found:
+        text += ": " + ", ".join(found)
+    if missed:
+        text += "; missed: " + ", ".join(missed)
+    return text

@@ -1,0 +1,262 @@
+"""What the MLflow pages say, as pure functions: metric names and their order, records with stages, descriptions.
+
+The figures below are hand-computed; the store-backed story (traces, descriptions written where the UI shows
+them) is in test_mlflow_story.py and the browser test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.compare import ItemChange, MetricRow
+from ragtrack.evaluation.promotion import Champion, Rule, Standing, decide
+from ragtrack.evaluation.stats import PairedDifference
+from ragtrack.llm.accounting import Usage
+from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary, StageRecord
+from ragtrack.registry import UnknownNameError
+from ragtrack.tracking import descriptions as d
+from ragtrack.tracking.traces import retrieval_rationale
+
+LINKS = d.Links("rag-agent")
+
+
+def summary(version: str, model_version: str, metrics: dict[str, float], **kw) -> RunSummary:
+    return RunSummary(f"run-{version}", version, "digest1", "heuristic@h2", "0.5", False, model_version, metrics, **kw)
+
+
+# ------------------------------------------------------------------ metric names
+def test_runs_log_headline_first_then_comparison_forms_counts_per_type_and_usage_last():
+    logged = [
+        "usage/judge/total/calls",
+        "items/type_A",
+        "correctness/type_A",
+        "judge_errors/correctness",
+        "items",
+        "correctness_n",
+        "groundedness_norm",
+        "correctness_norm",
+        "delta/mrr",
+        "delta_p/correctness",
+        "delta/correctness",
+        "organization",
+        "mrr",
+        "context_recall",
+        "groundedness",
+        "correctness",
+        "usage/peak_in_flight",
+        "mrr/type_A",
+    ]
+    assert m.display_order(logged) == [
+        "correctness",
+        "groundedness",
+        "context_recall",
+        "mrr",
+        "organization",
+        "delta/correctness",
+        "delta_p/correctness",
+        "delta/mrr",
+        "correctness_norm",
+        "groundedness_norm",
+        "correctness_n",
+        "judge_errors/correctness",
+        "items",
+        "correctness/type_A",
+        "mrr/type_A",
+        "items/type_A",
+        "usage/judge/total/calls",
+        "usage/peak_in_flight",
+    ]
+
+
+def test_comparison_usage_and_display_names_come_from_the_registry():
+    assert m.comparison_key("delta_ci_low", "correctness") == "delta_ci_low/correctness"
+    assert m.comparison_key("delta", "mrr", "B") == "delta/mrr/type_B"
+    with pytest.raises(UnknownNameError, match="unknown comparison figure 'ci'"):
+        m.comparison_key("ci", "mrr")
+    assert m.usage_key("judge", "judge.correctness", "calls") == "usage/judge/judge.correctness/calls"
+    assert m.PEAK_IN_FLIGHT.startswith("usage/") and "usage" > "relevance_norm"  # sorts after every metric name
+    assert m.for_display(0.123456789) == 0.1235 and m.for_display(0.0000123456) == 0.00001235
+    assert m.for_display(2604.1666) == 2604.0
+
+
+# ------------------------------------------------------------------ records
+def record(**kw) -> ItemRecord:
+    base = dict(
+        id="a1",
+        type="A",
+        question="What is the default cfg value?",
+        gt_context_ids=["p1", "p2"],
+        gt_answer="8.0",
+        answer="It is 8.0.",
+        contexts=[ContextRecord("u1", "text one", ["p3", "p1"], 0.9), ContextRecord("u2", "text two", ["p4"], 0.5)],
+        retrieval={"context_recall": 0.5},
+        judges={"correctness": JudgeRecord(4, 0.75, "the value agrees")},
+        usage={"agent": {"answer": Usage(offline=1)}},
+    )
+    return ItemRecord(**{**base, **kw})
+
+
+def test_item_records_keep_their_stages_and_read_records_without_them():
+    stage = StageRecord("retrieve", "retriever", 10, 25, {"k": 2}, {}, [ContextRecord("u1", "t", ["p1"])])
+    r = record(stages=[stage])
+    back = ItemRecord.from_json(r.to_json())
+    assert back == r and back.stages[0].contexts[0].passage_ids == ["p1"]
+
+    data = record().to_json()
+    del data["stages"]  # written before stages were kept
+    data["from_a_newer_ragtrack"] = {"x": 1}  # and a key this ragtrack does not know
+    data["contexts"][0]["future"] = True
+    assert ItemRecord.from_json(data).stages == [] and ItemRecord.from_json(data).contexts[0].unit_id == "u1"
+
+
+def test_retrieval_rationale_names_found_and_missed_gt_passages():
+    assert retrieval_rationale(record()) == "1 of 2 GT passages retrieved: p1 (context 1); missed: p2"
+
+
+# ------------------------------------------------------------------ descriptions
+def test_tables_are_markdown_with_spaced_cells():
+    text = d.table(["metric", "all"], [["mrr", "0.500"]])
+    gap = "\u00a0" * 3
+    assert text.splitlines() == [f"| metric | {gap}all |", "|:--|--:|", f"| mrr | {gap}0.500 |"]
+
+
+def test_scores_table_has_every_metric_overall_and_per_type_with_counts():
+    metrics = {
+        "correctness": 2.5,
+        "correctness/type_A": 3.0,
+        "correctness_n": 3.0,
+        "correctness_n/type_A": 2.0,
+        "mrr": 0.5,
+        "mrr/type_A": 0.75,
+        "context_recall": 0.5,
+        "items": 4.0,
+        "items/type_A": 2.0,
+    }
+    rows = {line.split(" | ")[0].strip("| "): line for line in d.scores(metrics).splitlines()}
+    gap = "\u00a0" * 3
+    assert rows["metric"] == f"| metric | {gap}all (4) | {gap}type A (2) |"
+    assert rows["correctness (1–5)"] == f"| correctness (1–5) | {gap}**2.50 (n=3)** | {gap}3.00 |"
+    assert rows["mrr"] == f"| mrr | {gap}0.500 | {gap}0.750 |"
+    assert rows["context_recall"] == f"| context_recall | {gap}0.500 | {gap}— |"  # no per-type value: a dash
+    assert "relevance (1–5)" not in rows  # a metric with no value in any scope is left out
+
+
+def diff(mean_a, mean_b, low, high, p, n=4):
+    return PairedDifference(n, mean_a, mean_b, mean_b - mean_a, low, high, p)
+
+
+def test_paired_table_shows_difference_interval_and_p_with_per_type_rows_for_the_criterion():
+    rows = [
+        MetricRow("correctness", "all", diff(2.0, 2.5, 0.25, 0.75, 0.125), 4),
+        MetricRow("correctness", "A", diff(2.0, 3.0, 1.0, 1.0, 0.5, n=2), 2),
+        MetricRow("mrr", "all", diff(0.5, 0.5, -0.25, 0.25, 1.0, n=3), 4),
+        MetricRow("mrr", "A", diff(0.5, 0.5, 0.0, 0.0, 1.0, n=2), 2),  # per type: only criterion and recall
+    ]
+    lines = d.paired("v1", "v5", rows).splitlines()
+    gap = "\u00a0" * 3
+    cells = [[c.strip("\u00a0 ") for c in line.strip("|").split("|")] for line in lines]
+    assert cells[0] == ["metric", "v1", "v5", "Δ v5 − v1", "95% CI", "p", "items"]
+    assert cells[2] == ["correctness (1–5)", "2.00", "2.50", "**+0.500 \\***", "[+0.250, +0.750]", "0.125", "4"]
+    assert cells[3] == ["↳ type A", "2.00", "3.00", "+1.000 \\*", "[+1.000, +1.000]", "0.500", "2"]
+    assert cells[4] == ["mrr", "0.500", "0.500", "+0.000", "[-0.250, +0.250]", "1.000", "3 of 4"]
+    assert len(lines) == 5 and gap in lines[2]
+
+
+def test_substitutions_list_each_model_used_instead_of_the_one_requested():
+    params = {"rerank_model_requested": "BAAI/bge-reranker-base", "rerank_model": "none", "embedding_model": "x"}
+    params["embedding_model_requested"] = "x"
+    assert d.substitutions(params) == "rerank_model `BAAI/bge-reranker-base` → `none`"
+
+
+def standing(challenger: RunSummary, champion: RunSummary, rows: list[MetricRow]) -> Standing:
+    paired = {r.metric: r.diff for r in rows if r.scope == "all"}
+    decision = decide(challenger, Champion(champion.model_version, champion.version, champion), Rule(), paired)
+    changes = (ItemChange("a2", "A", "q", "correctness", 2.0, 4.0), ItemChange("a1", "A", "q", "mrr", 1.0, 0.5))
+    return Standing(decision, champion, tuple(rows), changes)
+
+
+def test_an_eval_run_description_starts_with_its_verdict_against_the_champion():
+    base = {"correctness": 2.0, "groundedness": 5.0, "correctness_n": 4.0, "groundedness_n": 4.0, "items": 4.0}
+    v1 = summary("v1", "1", base)
+    v5 = summary("v5", "2", {**base, "correctness": 2.5, "context_recall": 0.75, "mrr": 0.5})
+    rows = [
+        MetricRow("correctness", "all", diff(2.0, 2.5, 0.25, 0.75, 0.125), 4),
+        MetricRow("groundedness", "all", diff(5.0, 5.0, 0.0, 0.0, 1.0), 4),
+    ]
+    params = {"golden_items": "4", "spec.version.description": "recall fixes"}
+    text = d.eval_run(v5, params, "- low MRR (0.50): ranking.", 4, standing(v5, v1, rows), LINKS)
+    first, second = text.splitlines()[:2]
+    assert first == (
+        "**v5**: correctness (1–5) 2.50, groundedness (1–5) 5.00, context_recall 0.750, mrr 0.500 over 4 items  "
+    )
+    assert second.startswith("Against champion **v1**: correctness Δ **+0.500** (95% CI [+0.250, +0.750], p 0.125)")
+    assert "`ragtrack promote v5` would promote it: correctness 2.500 vs 2.000" in second
+    assert "recall fixes · 4 golden items (digest `digest1`) · judge `heuristic@h2`" in text
+    assert "model version [2](#/models/rag-agent/versions/2)" in text
+    assert "Champion's eval [run-v1](#/runs/run-v1)" in text
+    assert "Items whose correctness moved most: a2 (2 → 4)." in text
+    assert "- low MRR (0.50): ranking." in text and "Substituted" not in text
+
+
+def test_an_incomplete_run_says_so_instead_of_a_verdict():
+    run = summary("v5", "2", {"items": 2.0})
+    text = d.eval_run(run, {"golden_items": "5"}, "", 2, None, LINKS)
+    assert text.splitlines()[1] == (
+        "**Incomplete**: 2 of 5 items; run the same `ragtrack eval` again to resume this run."
+    )
+
+
+def test_a_decision_in_full_has_figures_interval_rule_gates_and_runs():
+    v1 = summary("v1", "1", {"correctness": 2.0, "groundedness": 5.0, "items": 4.0})
+    v5 = summary("v5", "2", {"correctness": 1.5, "groundedness": 5.0, "items": 4.0})
+    rows = [
+        MetricRow("correctness", "all", diff(2.0, 1.5, -1.0, 0.0, 0.5), 4),
+        MetricRow("groundedness", "all", diff(5.0, 5.0, 0.0, 0.0, 1.0), 4),
+    ]
+    decision = standing(v5, v1, rows).decision
+    decision.decision_run_id = "dec123456789"
+    text = d.decision(decision, 0, LINKS)
+    assert text.splitlines()[0] == "**v5 refused** over v1 (model version 1) on 1970-01-01 00:00 UTC"
+    assert "- correctness 1.500 vs 2.000: Δ -0.500, 95% CI [-1.000, +0.000], p 0.500 over 4 paired items" in text
+    assert "- rule: correctness > champion + 0 and groundedness >= champion - 0" in text
+    assert "- gates: none" in text and "- refused because: correctness 1.500 vs champion 2.000" in text
+    assert "decision run [dec12345](#/runs/dec123456789) · eval run [run-v5](#/runs/run-v5)" in text
+
+
+def test_model_version_descriptions_start_with_a_plain_line_saying_whether_it_is_champion():
+    history = [d.PastDecision("r1", 0, "v5 refused over v1 (model version 1): …")]
+    champ = d.model_version("v1", "1", ("1", "v1"), 60_000, "", history, LINKS)
+    assert champ.splitlines()[0] == "v1 is the champion since 1970-01-01 00:01 UTC"
+    assert "- 1970-01-01 00:00 UTC: v5 refused over v1 (model version 1): … ([run](#/runs/r1))" in champ
+    other = d.model_version("v5", "2", ("1", "v1"), None, "**v5 refused** …", [], LINKS)
+    assert other.splitlines()[0] == "v5 is not the champion: v1 (model version 1) is"
+    assert d.model_version("v5", "2", None, None, "", [], LINKS).startswith("v5 is not the champion (there is none")
+
+
+def test_the_experiment_description_is_a_leaderboard_headed_by_the_champion():
+    v1 = summary("v1", "1", {"correctness": 2.0, "groundedness": 5.0, "context_recall": 0.5, "mrr": 0.25})
+    v5 = summary(
+        "v5",
+        "2",
+        {
+            "correctness": 2.5,
+            "groundedness": 5.0,
+            "context_recall": 0.75,
+            "mrr": 0.5,
+            "delta/correctness": 0.5,
+            "delta_ci_low/correctness": 0.25,
+            "delta_ci_high/correctness": 0.75,
+        },
+        compared_to="1",
+    )
+    text = d.experiment(("1", "v1"), 0, [v1, v5], "#/view", LINKS)
+    lines = text.splitlines()
+    assert lines[0].startswith("Champion: **v1** since 1970-01-01 00:00 UTC ([model version 1](")
+    assert "[all versions side by side](#/view)" in lines[0]
+    gap = "\u00a0" * 3
+    assert lines[5] == (
+        f"| **v5** | {gap}[2](#/models/rag-agent/versions/2) | {gap}2.50 | {gap}5.00 | {gap}0.750 | {gap}0.500 | "
+        f"{gap}+0.500 [+0.250, +0.750] | {gap}[run-v5](#/runs/run-v5) |"
+    )
+    assert lines[4].startswith("| **v1** ★ |") and f"{gap}— |" in lines[4]
