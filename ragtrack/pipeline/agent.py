@@ -18,7 +18,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
 from ragtrack.pipeline.embedding import Embedder
-from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
+from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, resolve_model
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
@@ -27,11 +27,11 @@ from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MO
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
 from ragtrack.registry import load_object
 from ragtrack.spec import LoadedSpec
-from ragtrack.text import document_frequencies, keywords
+from ragtrack.text import document_frequencies, keywords, split_sentences
 
 log = logging.getLogger(__name__)
 
-INDEX_LAYOUT = "v1"  # bump when the on-disk index layout changes
+INDEX_LAYOUT = "v2"  # bump when the on-disk index layout changes (v2: index-time text vectors)
 
 
 @dataclass
@@ -112,16 +112,21 @@ class PipelineAgent:
         folder = ctx.cache_dir / "index" / key
         cached = load_index(folder, self.embedder, self.mode.needs_dense)
         if cached is not None:
-            units, dense = cached
+            units, dense, known = cached
+            self.embedder.know(known.texts, known.vectors)
             self.setup = Setup("index from cache", from_cache=True)
             return units, IndexStats(len(units.chunks), len(units.parents), True, key), dense
 
         units = self._build_units()
         dense = DenseIndex.build(units.chunks, self.embedder) if self.mode.needs_dense else None
+        # Everything offline generation compares questions with, embedded now and once: the
+        # sentences of every unit that can be handed to the generator, and the units' topics.
+        texts = list(dict.fromkeys(_query_time_texts(units)))
+        known = TextVectors(texts, self.embedder.encode(texts))
         # This LLM has done nothing but the build so far: its whole accounting is index-time work.
         self.setup = Setup("index built", usage=self.llm.accounting.usage())
         if sum(u.failed for u in self.setup.usage.values()) == 0:
-            save_index(folder, units, dense)
+            save_index(folder, units, dense, known)
         else:
             log.warning("some index-time LLM steps failed; the index is not cached (the LLM cache keeps the rest)")
         return units, IndexStats(len(units.chunks), len(units.parents), False, key), dense
@@ -177,6 +182,8 @@ class PipelineAgent:
             else:
                 errors.append(f"rewrite: {rewritten.error}")
 
+        if self.mode.needs_dense or self.llm.is_offline:
+            self.embedder.encode(queries)  # every query variant in one batch; searches and generation reuse them
         if self.reranker is not None:
             # Wide first stage over index units, rerank the units themselves (small texts fit the
             # cross-encoder's window), then return their context units in reranked order.
@@ -246,3 +253,12 @@ class PipelineAgent:
             if used:
                 out[f"step.{step}"] = "offline (deterministic)" if offline else f"llm:{self.llm.identity}"
         return out
+
+
+def _query_time_texts(units: Units):
+    """Sentences of the units a generator may be handed (parents, else chunks), then their topics."""
+    handed = list(units.parents.values()) or units.chunks
+    for unit in handed:
+        yield from split_sentences(unit.text)
+    for unit in handed:
+        yield from unit.metadata.get("topics", ())

@@ -8,6 +8,7 @@ transformers or FlagModel loader would have to be told by hand.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -18,29 +19,54 @@ from ragtrack.pipeline.models import ResolvedModel
 class Embedder(Embeddings):
     """A langchain ``Embeddings`` over a local sentence-transformers model, counting its work."""
 
-    def __init__(self, model: ResolvedModel, batch_size: int = 32):
+    def __init__(self, model: ResolvedModel, batch_size: int = 32, remember: int = 50_000):
         from sentence_transformers import SentenceTransformer
 
         self.model_info = model
         self.batch_size = batch_size
         self._model = SentenceTransformer(model.path, device="cpu", local_files_only=True)
         self._lock = threading.Lock()
+        # Each text is encoded once: vectors known from the index (sentences, topics) plus the most
+        # recent query-time texts (questions, rewrites, outline points).
+        self._known: dict[str, np.ndarray] = {}
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._remember = remember
         self.texts_embedded = 0  # tests assert a cached index embeds nothing
+        self.encode_calls = 0
 
     @property
     def dimension(self) -> int:
         return int(self._model.get_sentence_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text."""
+        """Unit-length float32 vectors, one row per text; texts seen before are not encoded again."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock:  # torch on 2 cores: one batch at a time is fastest and thread-safe
-            self.texts_embedded += len(texts)
-            vectors = self._model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-            )
-        return np.asarray(vectors, dtype=np.float32)
+            missing = [t for t in dict.fromkeys(texts) if t not in self._known and t not in self._recent]
+            if missing:
+                self.texts_embedded += len(missing)
+                self.encode_calls += 1
+                vectors = self._model.encode(
+                    missing, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+                )
+                for text, vector in zip(missing, np.asarray(vectors, dtype=np.float32), strict=True):
+                    self._recent[text] = vector
+            rows = []
+            for text in texts:
+                if text in self._known:
+                    rows.append(self._known[text])
+                else:
+                    self._recent.move_to_end(text)
+                    rows.append(self._recent[text])
+            while len(self._recent) > self._remember:
+                self._recent.popitem(last=False)
+        return np.stack(rows)
+
+    def know(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
+        with self._lock:
+            self._known.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(texts).tolist()
