@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragtrack.config import load_config
-from ragtrack.corpus import Corpus, Document, Passage, load_corpus
+from ragtrack.corpus import Corpus, Document, Passage
 from ragtrack.errors import RagtrackError
 from ragtrack.golden import passage_fingerprint
 
@@ -42,7 +42,7 @@ class PassageRow:
 def open_corpus(root: str | Path = ".", corpus_path: str | None = None) -> Corpus:
     """The project's corpus (``--corpus`` or ``[project] corpus`` of ragtrack.toml)."""
     config = load_config(root)
-    return load_corpus(corpus_path or config.path(config.project.corpus))
+    return config.load_corpus(corpus_path)
 
 
 def list_passages(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
-from ragtrack.corpus import Corpus, load_corpus
+from ragtrack.corpus import Corpus
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
@@ -62,7 +62,7 @@ class Progress:
 
 
 def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str | None) -> tuple[Corpus, GoldenSet]:
-    corpus = load_corpus(corpus_path or config.path(config.project.corpus))
+    corpus = config.load_corpus(corpus_path)
     golden = load_golden(golden_path or config.path(config.project.golden), corpus)
     return corpus, golden
 
