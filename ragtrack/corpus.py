@@ -97,6 +97,7 @@ class Document:
     id: str
     text: str
     passages: tuple[Passage, ...]
+    sectioned: bool = False  # split at headings (False: a heading-less text, or passages from a passage file)
 
     @property
     def title(self) -> str:
@@ -381,7 +382,7 @@ def split_document(
             )
     if not heads and len(passages) == 1:
         warnings.insert(0, Problem("", "no headings (Markdown #, 一、, （一）, 1.1 …): the document is one passage", 1))
-    return Document(id=doc_id, text=text, passages=tuple(passages)), warnings
+    return Document(id=doc_id, text=text, passages=tuple(passages), sectioned=bool(heads)), warnings
 
 
 def split_markdown(doc_id: str, text: str, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS) -> Document:

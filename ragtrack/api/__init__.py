@@ -48,7 +48,7 @@ _HOMES = {
         "retirement_candidates",
         "validate_golden",
     ],
-    "corpus": ["PassageRow", "list_passages", "search_passages", "show_passage"],
+    "corpus": ["PassageRow", "list_passages", "open_corpus", "search_passages", "show_passage"],
     "project": ["ui_command"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}

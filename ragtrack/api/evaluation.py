@@ -17,7 +17,7 @@ from pathlib import Path
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
-from ragtrack.errors import RagtrackError
+from ragtrack.errors import RagtrackError, warning_summary
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JudgePanel
@@ -46,6 +46,8 @@ class EvalReport:
     resumed: int = 0
     stopped_early: str | None = None
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
+    warnings: dict[str, str] = field(default_factory=dict)  # the agent's (code → sentence), tagged on the run
+    substituted: bool = False
 
     @property
     def complete(self) -> bool:
@@ -59,6 +61,8 @@ class Progress:
     on_stage: Callable[[str], None] = lambda stage: None
     on_start: Callable[[int, int], None] = lambda total, resumed: None
     on_item: Callable[[ItemRecord], None] = lambda record: None
+    # Something the user must see before trusting the run (corpus warnings, the agent's warnings).
+    on_warning: Callable[[str], None] = lambda message: None
 
 
 def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str | None) -> tuple[Corpus, GoldenSet]:
@@ -162,6 +166,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         spec = spec.with_values({"llm": {"model": o.llm}})
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
+    for line in warning_summary(corpus.warnings):
+        progress.on_warning(line)
     golden = golden.limit(o.limit)
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     store = open_store(config, o.tracking_uri)
@@ -172,6 +178,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
 
     progress.on_stage(f"building {spec.name} (index, models)")
     agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache))
+    for message in agent.setup.warnings.values():
+        progress.on_warning(message)
     model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))
 
     key = hashlib.sha256(
@@ -245,4 +253,6 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         resumed=outcome.resumed,
         stopped_early=outcome.stopped_early,
         setup=session.agent.setup.summary,
+        warnings=dict(session.agent.setup.warnings),
+        substituted=session.agent.substituted,
     )
