@@ -159,15 +159,17 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
     o, progress = options, progress or Progress()
     config = load_config(o.root)
-    spec = load_spec(version, config.path(config.project.pipelines), config.root)
-    if o.llm is not None:
-        if spec.kind != "pipeline":
-            raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
-        spec = spec.with_values({"llm": {"model": o.llm}})
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
     for line in warning_summary(corpus.warnings):
         progress.on_warning(line)
+    spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
+    if spec.builtin:
+        progress.on_stage(f"built-in {spec.name} for a {corpus.language} corpus ({Path(spec.path).name})")
+    if o.llm is not None:
+        if spec.kind != "pipeline":
+            raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
+        spec = spec.with_values({"llm": {"model": o.llm}})
     golden = golden.limit(o.limit)
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     store = open_store(config, o.tracking_uri)
