@@ -107,7 +107,12 @@ class ProjectConfig(_Strict):
         """The project's corpus (or the one at ``path``), split as ``[corpus]`` says."""
         from ragtrack.corpus import load_corpus
 
-        return load_corpus(path or self.path(self.project.corpus), self.corpus.max_passage_chars)
+        target = Path(path) if path else self.path(self.project.corpus)
+        if not target.exists() and not path and not (self.root / CONFIG_FILE).is_file():
+            raise InputError(
+                [Problem(str(target), "corpus not found; `ragtrack init --corpus <your documents>` starts a project")]
+            )
+        return load_corpus(target, self.corpus.max_passage_chars)
 
 
 def load_config(root: str | Path = ".") -> ProjectConfig:

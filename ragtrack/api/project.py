@@ -80,7 +80,10 @@ def init_project(directory: str | Path = ".", *, language: str | None = None, co
         )
     else:
         _example_golden(report, loaded)
-    readme = "README.md" if not (root / "README.md").exists() else "RAGTRACK.md"
+    # The user's own README stays theirs: the stub then goes beside it.
+    existing = root / "README.md"
+    ours = existing.is_file() and "`ragtrack init`" in existing.read_text("utf-8", errors="replace")
+    readme = "README.md" if ours or not existing.exists() else "RAGTRACK.md"
     _write(report, readme, _readme_text(report))
     return report
 
