@@ -193,3 +193,17 @@ def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
         assert ndcg_at_k(units, gt, k) == pytest.approx(theirs[q, "ndcg"]), q
         assert context_recall(units, gt) == pytest.approx(theirs[q, "R@1000"]), q
         assert context_precision(units, gt) == pytest.approx(theirs[q, "precision"]), q
+
+
+def test_diagnosis_notes_units_that_cover_many_passages():
+    from ragtrack.evaluation.diagnosis import diagnose
+    from ragtrack.records import ContextRecord, ItemRecord
+
+    def item(item_id, sizes):
+        contexts = [ContextRecord(f"u{n}", "", [f"p{n}-{i}" for i in range(size)]) for n, size in enumerate(sizes)]
+        return ItemRecord(item_id, "A", "q", ["g"], "a", "a", contexts, {}, {})
+
+    records = [item("big", [13, 20, 9]), item("small", [1, 1, 2])]  # 46 passages in 6 units: 7.7 each
+    [finding] = [f for f in diagnose({}, records) if f.symptom.startswith("large returned units")]
+    assert "7.7 passages each" in finding.symptom and finding.worst[0] == ("big", 14.0)
+    assert not any("large" in f.symptom for f in diagnose({}, [item("small", [1, 2, 3])]))
