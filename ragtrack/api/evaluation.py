@@ -161,8 +161,6 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     config = load_config(o.root)
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
-    for line in warning_summary(corpus.warnings):
-        progress.on_warning(line)
     spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
     if spec.builtin:
         progress.on_stage(f"built-in {spec.name} for a {corpus.language} corpus ({Path(spec.path).name})")
@@ -173,6 +171,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     golden = golden.limit(o.limit)
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     store = open_store(config, o.tracking_uri)
+    for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
+        progress.on_warning(line)
     min_overlap = config.eval.min_overlap
     language = o.judge_language or golden.language
     judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
