@@ -255,6 +255,12 @@ def _code_lines(lines: list[str]) -> tuple[set[int], int | None]:
     return code, fence
 
 
+def _reads_as_title(text: str) -> bool:
+    """One short line that does not end like a sentence: a document's title, not a passage of its own."""
+    text = text.strip()
+    return "\n" not in text and _is_title(text)
+
+
 def _is_title(title: str) -> bool:
     return 0 < len(title) <= MAX_TITLE_CHARS and not title.endswith(_CLAUSE_END) and "。" not in title
 
@@ -350,6 +356,8 @@ def split_document(
         body = text[start:end]
         if not body[len(heading_line) :].strip():
             continue
+        if not path and heads and _reads_as_title(body):
+            continue  # a title line above the first heading names the document, like a bodiless heading
         end = start + len(body.rstrip())  # spans hold text only
         pieces = [(start, end)]
         if end - start > max_passage_chars:
@@ -400,7 +408,10 @@ def split_long(text: str, start: int, end: int, limit: int) -> list[tuple[int, i
     if end - start <= limit:
         return [(start, end)]
     out: list[tuple[int, int]] = []
-    for s, e in _pieces(text, start, end, _PARAGRAPH_BREAK):
+    pieces = _pieces(text, start, end, _PARAGRAPH_BREAK)
+    if len(pieces) > 1 and _reads_as_title(text[slice(*pieces[0])]):
+        pieces[:2] = [(pieces[0][0], pieces[1][1])]  # an article's title line stays with its first paragraph
+    for s, e in pieces:
         if e - s <= limit:
             out.append((s, e))
             continue

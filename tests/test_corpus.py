@@ -259,3 +259,13 @@ def test_fields_of_other_corpus_formats_are_named(tmp_path):
         f"{path}:1: id: missing; this row has '_id' (another corpus format): rename it to 'id'",
         f"{path}:2: text: missing; this row has 'contents' (another corpus format): rename it to 'text'",
     ]
+
+
+def test_a_title_line_is_not_a_passage_of_its_own():
+    # Above numbered headings, a lone title line names the document (like a bodiless heading)...
+    doc, _ = split_document("r.txt", "阅览室使用说明\n\n一、开放时间\n每天九点开门。\n")
+    assert [p.id for p in doc.passages] == ["r.txt#开放时间"]
+    # ...and an article split at paragraphs keeps its title with the first paragraph.
+    article = "读者常见问题\n\n" + "\n\n".join(f"问：第{n}个问题？答：" + "回答。" * 20 for n in range(3))
+    pieces = split_document("faq.txt", article, max_passage_chars=100)[0].passages
+    assert pieces[0].text.startswith("读者常见问题\n\n问：第0个问题") and len(pieces) == 3

@@ -31,6 +31,7 @@ REASONS = {
     "en": {
         "empty": "empty answer",
         "correctness": "{found}/{facts} key facts and {words:.0%} of the reference's content words present",
+        "correctness_words": "{words:.0%} of the reference's content words present (no numbers or names to check)",
         "missing": "; missing: {items}",
         "grounded": "all {n} statements mostly found in the contexts",
         "ungrounded": "{weak}/{n} statements unsupported, e.g. {quoted}",
@@ -45,6 +46,7 @@ REASONS = {
     "zh": {
         "empty": "回答为空",
         "correctness": "参考答案的 {facts} 个关键事实中出现了 {found} 个，实词覆盖 {words:.0%}",
+        "correctness_words": "参考答案的实词覆盖 {words:.0%}（没有可核对的数字或名称）",
         "missing": "；缺少：{items}",
         "grounded": "全部 {n} 句陈述基本都能在检索内容中找到",
         "ungrounded": "{n} 句陈述中有 {weak} 句缺少依据，例如 {quoted}",
@@ -99,7 +101,8 @@ def correctness(answer: str, gt_answer: str, language: str = "en") -> tuple[int,
     fact_recall = len(found) / len(facts) if facts else word_recall
     score = _band(0.5 * fact_recall + 0.5 * word_recall)
     missing = [f for f in facts if f not in found][:4]
-    reason = _reason(language, "correctness", found=len(found), facts=len(facts), words=word_recall)
+    kind = "correctness" if facts else "correctness_words"
+    reason = _reason(language, kind, found=len(found), facts=len(facts), words=word_recall)
     sep = "、" if language == "zh" else ", "
     return score, reason + (_reason(language, "missing", items=sep.join(missing)) if missing else "")
 
