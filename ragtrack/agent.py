@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ragtrack.llm.accounting import Usage
+from ragtrack.records import ranked_passage_ids
 from ragtrack.registry import Registry
 
 if TYPE_CHECKING:
@@ -57,11 +58,14 @@ class AgentOutput:
     outline: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a failed step: recorded on the item, never raised
     usage: dict[str, Usage] = field(default_factory=dict)  # what this answer cost, per step
+    #: False when the reply did not say what was retrieved (a Dify app without citations, a failed
+    #: call): the item gets no retrieval metrics — never a silent recall of 0 — and ``errors`` says why.
+    retrieval_reported: bool = True
 
     @property
     def passage_ids(self) -> list[str]:
-        """Canonical IDs in rank order, each at the first position it appears."""
-        return list(dict.fromkeys(pid for c in self.contexts for pid in c.passage_ids))
+        """Canonical IDs in rank order; an unmapped context takes its rank as ``unmapped:<unit id>``."""
+        return ranked_passage_ids(self.contexts)
 
 
 @dataclass
@@ -71,6 +75,9 @@ class Setup:
     summary: str = ""  # shown to the user: "index from cache", "index built", ""
     from_cache: bool = False
     usage: dict[str, Usage] = field(default_factory=dict)  # LLM work it took (e.g. index-time steps)
+    # What the user must know about how this agent will run: short code → sentence (a substituted
+    # model, an embedder that does not read the corpus's language). Printed and tagged on the run.
+    warnings: dict[str, str] = field(default_factory=dict)
 
 
 class Agent(Protocol):
@@ -174,13 +181,18 @@ class AgentKind:
     name: str
     spec_model: type[BaseModel]  # validates the whole spec file; has a ``version`` table
     build: Callable[[LoadedSpec, AgentContext], Agent]
-    files: Callable[[BaseModel], dict[str, str]] = lambda spec: {}  # key → path relative to the spec file
+    # key (a name, or the dotted key path the file is named at) → path relative to the spec file
+    files: Callable[[BaseModel], dict[str, str]] = lambda spec: {}
 
 
 AGENT_KINDS: Registry[AgentKind] = Registry(
     "agent kind",
     {
         "pipeline": "ragtrack.pipeline.spec:KIND",
+        "dify": "ragtrack.agents.dify:KIND",
+        "ragflow": "ragtrack.agents.ragflow:KIND",
+        "http": "ragtrack.agents.http:KIND",
+        "python": "ragtrack.agents.python:KIND",
     },
 )
 

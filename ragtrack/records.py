@@ -19,6 +19,24 @@ from ragtrack.llm.accounting import Usage
 
 #: Bumped when the JSON form of an item record changes incompatibly.
 RECORD_FORMAT = 2
+#: How a context that maps to no canonical passage appears in a ranked ID list (``unmapped:<unit id>``).
+UNMAPPED = "unmapped:"
+
+
+def passage_groups(contexts) -> list[tuple[str, ...]]:
+    """The passages each context covers, in rank order: what retrieval metrics are computed from.
+
+    A context that maps to no passage still takes its rank, as ``unmapped:<unit id>``:
+    it was retrieved and handed to the generator, and it is relevant to no item, so it
+    counts in precision's denominator and pushes later units down. ``contexts`` are
+    :class:`ContextRecord` or :class:`ragtrack.agent.RetrievedContext` objects.
+    """
+    return [tuple(c.passage_ids) or (UNMAPPED + c.unit_id,) for c in contexts]
+
+
+def ranked_passage_ids(contexts) -> list[str]:
+    """Canonical IDs in rank order, each at the first position it appears (unmapped contexts included)."""
+    return list(dict.fromkeys(pid for group in passage_groups(contexts) for pid in group))
 
 
 @dataclass
@@ -38,7 +56,8 @@ class ContextRecord:
 
     ``mapping`` says how the passages were found, so a user can audit it:
     ``span`` (character provenance), ``source`` (generated from those passages),
-    ``id_table`` (a platform ID table), ``text <overlap>`` or ``unmapped``.
+    ``id_table`` (a platform ID table), ``text 0.83`` (located by its text: the share
+    of it found in the corpus) or ``unmapped``.
     """
 
     unit_id: str
@@ -75,8 +94,13 @@ class ItemRecord:
 
     @property
     def retrieved_passage_ids(self) -> list[str]:
-        """Canonical IDs in rank order, each at the first position it appears."""
-        return list(dict.fromkeys(pid for c in self.contexts for pid in c.passage_ids))
+        """Canonical IDs in rank order (unmapped contexts as ``unmapped:<unit id>``)."""
+        return ranked_passage_ids(self.contexts)
+
+    @property
+    def unmapped(self) -> list[str]:
+        """Unit IDs of the retrieved contexts that map to no canonical passage."""
+        return [c.unit_id for c in self.contexts if not c.passage_ids]
 
     @property
     def failed(self) -> bool:

@@ -14,6 +14,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JUDGES
 
 if TYPE_CHECKING:
+    from ragtrack.agents.importer import ImportReport
     from ragtrack.api import CalibrationReport, ComparisonReport, PassageRow, VersionRow
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
@@ -37,18 +38,40 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
     for name in m.RETRIEVAL:
         if m.RETRIEVAL.get(name).needs_groups and name not in metrics:
             continue  # no item of this run has GT groups
-        table.add_row(name, *[fmt(metrics.get(m.key(name, s))) for s in scopes])
+        table.add_row(name, *[_cell(metrics, name, m.RETRIEVAL_N, s, 3) for s in scopes])
+    if m.key(m.UNMAPPED_SHARE) in metrics:
+        table.add_row(m.UNMAPPED_SHARE, *[fmt(metrics.get(m.key(m.UNMAPPED_SHARE, s))) for s in scopes])
     for judge in JUDGES:
-        cells = []
-        for s in scopes:
-            mean, n = metrics.get(m.key(judge, s)), metrics.get(m.key(m.judge_count(judge), s))
-            total = metrics.get(m.key("items", s))
-            cell = fmt(mean, 2)
-            if n is not None and total is not None and n < total:
-                cell += f" [yellow](n={int(n)}/{int(total)})[/]"
-            cells.append(cell)
-        table.add_row(judge, *cells)
+        table.add_row(judge, *[_cell(metrics, judge, m.judge_count(judge), s, 2) for s in scopes])
     return table
+
+
+def _cell(metrics: dict[str, float], name: str, count: str, scope: str, digits: int) -> str:
+    """A mean, with ``(n=k/N)`` when it covers fewer than all items of its scope."""
+    mean, n, total = (metrics.get(m.key(x, scope)) for x in (name, count, "items"))
+    cell = fmt(mean, digits)
+    if n is not None and total is not None and n < total:
+        cell += f" [yellow](n={int(n)}/{int(total)})[/]"
+    return cell
+
+
+def eval_warnings(metrics: dict[str, float]) -> list[str]:
+    """What a user must know before trusting an eval's retrieval figures (``ragtrack eval`` prints them)."""
+    out = []
+    items, reported = metrics.get("items", 0), metrics.get(m.RETRIEVAL_N)
+    if reported is not None and reported < items:
+        out.append(
+            f"{int(items - reported)} of {int(items)} replies did not say what was retrieved (see the item errors); "
+            f"the retrieval metrics cover the other {int(reported)}"
+        )
+    share = metrics.get(m.UNMAPPED_SHARE)
+    if share is not None and share > m.UNMAPPED_WARNING:
+        out.append(
+            f"{share:.0%} of the retrieved contexts map to no corpus passage (above {m.UNMAPPED_WARNING:.0%}); "
+            "they count as retrieved and non-relevant. Is --corpus what the agent indexed? "
+            "(ragtrack corpus import dify|ragflow; unmapped contexts are listed per item in items.jsonl)"
+        )
+    return out
 
 
 ACCOUNTING_COLUMNS = ("calls", "cached", "offline", "failed", "retries", "truncated")
@@ -77,10 +100,12 @@ def accounting_table(accounting: dict[str, dict[str, dict[str, float]]]) -> Tabl
 
 def comparison_table(report: ComparisonReport) -> Table:
     a, b = report.a.version, report.b.version
+    untestable = any(not r.diff.testable for r in report.rows)
     table = Table(
         title=f"{a} vs {b}  (golden {report.b.golden_digest}, judge {report.b.judge_identity})",
         title_justify="left",
-        caption="Δ = b − a; interval: paired bootstrap 95%; * = excludes 0",
+        caption="Δ = b − a; interval: paired bootstrap 95%; * = the interval excludes 0 and p < 0.05"
+        + ("; rows with n ≤ 5 are never marked (p cannot go below 0.0625)" if untestable else ""),
         caption_justify="left",
     )
     for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "n"):
@@ -157,27 +182,32 @@ def decision_lines(d: Decision) -> list[str]:
 
 
 def versions_table(rows: list[VersionRow]) -> Table:
-    table = Table(title_justify="left")
-    for col in ("version", "model", "spec", "golden", "judge", "recall", "mrr", "correct", "ground", "run"):
-        table.add_column(col, no_wrap=True)
+    """Versions, their last eval per golden set and the champion; fits 80 columns without cutting a
+    marker: IDs are shortened to 7 characters, only the judge column wraps, and the markers (★ champion,
+    * substituted models) sit in the cells that never shrink."""
+    table = Table(title_justify="left", box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
+    for col in ("version", "model", "spec", "golden", "run", "recall", "mrr", "correct", "ground"):
+        table.add_column(
+            col, no_wrap=True, justify="right" if col in ("recall", "mrr", "correct", "ground") else "left"
+        )
+    table.add_column("judge", overflow="fold", min_width=8)
     for row in rows:
         label = f"{row.version} [bold green]★[/]" if row.champion else row.version
         if not row.last_evals:
-            table.add_row(label, row.model_version, row.spec_hash[:8], "—", "—", "", "", "", "", "no eval yet")
+            table.add_row(label, row.model_version, row.spec_hash[:7], "—", "no eval", "", "", "", "", "—")
         for n, run in enumerate(row.last_evals):
             metrics = run.metrics
-            judge = run.judge_identity.split("|")[0] + ("*" if run.substituted else "")
             table.add_row(
                 label if n == 0 else "",
                 row.model_version if n == 0 else "",
-                row.spec_hash[:8] if n == 0 else "",
-                run.golden_digest[:8],
-                judge,
+                row.spec_hash[:7] if n == 0 else "",
+                run.golden_digest[:7],
+                run.run_id[:7] + ("[bold yellow]*[/]" if run.substituted else ""),
                 fmt(metrics.get("context_recall")),
                 fmt(metrics.get("mrr")),
                 fmt(metrics.get("correctness"), 2),
                 fmt(metrics.get("groundedness"), 2),
-                run.run_id[:8],
+                run.judge_identity.split("|")[0],
             )
     return table
 
@@ -241,3 +271,22 @@ def hits_table(hits: list[Hit], query: str, mode: str) -> Table:
     for h in hits:
         table.add_row(str(h.rank), h.passage_id, f"{h.score:.4f}", h.snippet)
     return table
+
+
+def import_lines(r: ImportReport, shown: int = 10) -> list[str]:
+    """What ``ragtrack corpus import`` did, and what changed since the last import."""
+    lines = [
+        f"imported {r.passages} passages from {r.documents} documents → {r.corpus_path}",
+        f"ID table (platform segment → passage): {r.id_table_path}",
+    ]
+    if r.first_import:
+        lines.append(f"write the golden set against these passage IDs; evaluate with --corpus {r.corpus_path}")
+        return lines
+    lines.append(f"since the last import: {len(r.added)} added, {len(r.removed)} removed, {len(r.changed)} changed")
+    for label, ids in (("added", r.added), ("removed", r.removed), ("changed", r.changed)):
+        if ids:
+            more = f" … and {len(ids) - shown} more" if len(ids) > shown else ""
+            lines.append(f"  {label}: {', '.join(ids[:shown])}{more}")
+    if r.removed or r.changed:
+        lines.append("check the golden items whose GT names a removed or changed passage (ragtrack golden validate)")
+    return lines

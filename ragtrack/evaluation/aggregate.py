@@ -1,7 +1,8 @@
 """Per-item records → the run's metrics: overall, per question type, with counts.
 
 A judge mean covers only the items that judge scored; the ``<judge>_n`` count
-says how many. A metric with no values is left out, never logged as NaN.
+says how many. Likewise the retrieval means cover the items whose reply said
+what it retrieved (``retrieval_n``). A metric with no values is left out, never logged as NaN.
 Names come from :mod:`ragtrack.evaluation.metrics`.
 """
 
@@ -21,6 +22,12 @@ def _summarise(records: list[ItemRecord], judges: list[str], scope: str) -> dict
         value = mean(m.item_value(r, name) for r in records)
         if value is not None:
             out[m.key(name, scope)] = value
+    out[m.key(m.RETRIEVAL_N, scope)] = float(sum(1 for r in records if r.retrieval))
+    contexts = [c for r in records for c in r.contexts]
+    if contexts:
+        out[m.key(m.UNMAPPED_SHARE, scope)] = sum(1 for c in contexts if not c.passage_ids) / len(contexts)
+    if scope == m.ALL:
+        out[m.AGENT_ERRORS] = float(sum(1 for r in records if r.errors))
     for judge in judges:
         scored = [r for r in records if judge in r.judges and r.judges[judge].score is not None]
         out[m.key(m.judge_count(judge), scope)] = float(len(scored))

@@ -11,13 +11,19 @@ identical for every version, so MLflow's compare view lines runs up.
 * judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
   ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored) and
   ``judge_errors/<judge>`` (items whose verdict could not be read);
-* ``items``: how many items a scope holds.
+* ``items``: how many items a scope holds;
+* context figures, about what the agent returned rather than how good it was
+  (logged and shown, never compared or gated): ``retrieval_n`` (items whose
+  reply said what it retrieved: the retrieval means cover these),
+  ``unmapped_share`` (share of retrieved contexts that map to no corpus
+  passage) and ``agent_errors``.
 
 Nothing outside this module builds or splits these names by hand.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ragtrack.evaluation.judges import JUDGES
@@ -61,6 +67,29 @@ RETRIEVAL: Registry[Metric] = Registry(
 )
 # Per-item names that are another name for a registered metric.
 ALIASES = {"reciprocal_rank": "mrr"}
+
+RETRIEVAL_N, UNMAPPED_SHARE, AGENT_ERRORS = "retrieval_n", "unmapped_share", "agent_errors"
+CONTEXT_FIGURES: Registry[Metric] = Registry(
+    "context figure",
+    {
+        RETRIEVAL_N: Metric(
+            RETRIEVAL_N,
+            "items whose reply said what it retrieved; the retrieval means cover only these",
+            upper=math.inf,
+        ),
+        UNMAPPED_SHARE: Metric(
+            UNMAPPED_SHARE,
+            "share of the retrieved contexts that map to no corpus passage (counted as retrieved, non-relevant)",
+            higher_is_better=False,
+        ),
+        AGENT_ERRORS: Metric(
+            AGENT_ERRORS, "items on which the agent reported an error", upper=math.inf, higher_is_better=False
+        ),
+    },
+)
+#: Above this unmapped share ``ragtrack eval`` warns: the retrieval metrics then say more about
+#: the mapping (a corpus that is not what the agent indexed) than about the agent.
+UNMAPPED_WARNING = 0.10
 
 
 def judge_metric(judge: str, normalized: bool = False) -> Metric:

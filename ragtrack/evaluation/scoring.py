@@ -14,7 +14,7 @@ from ragtrack.evaluation.judges import JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
-from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord
+from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, passage_groups
 
 
 def judge_input(item: GoldenItem, output: AgentOutput) -> JudgeInput:
@@ -30,8 +30,14 @@ def item_record(
     k: int,
     latency_s: float = 0.0,
 ) -> ItemRecord:
-    """The record of one item: retrieval metrics from the output's passage IDs (``k``: the rank cut-off,
-    the version's top_k) and the judges' verdicts. Pure."""
+    """The record of one item: its retrieval metrics and the judges' verdicts. Pure.
+
+    Recall and precision count the passages the contexts cover; MRR, hit rate, nDCG and
+    all-hops rank the contexts themselves (the units the agent returned), so a large unit
+    does not push the GT passage it holds down the ranking. ``k`` is the cut-off of the
+    rank metrics in units (the version's top_k). An output that did not report its
+    retrieval gets no retrieval metrics (``retrieval`` stays empty).
+    """
     return ItemRecord(
         id=item.id,
         type=item.type,
@@ -40,7 +46,11 @@ def item_record(
         gt_answer=item.gt_answer,
         answer=output.answer,
         contexts=[ContextRecord(c.unit_id, c.text, list(c.passage_ids), c.score, c.mapping) for c in output.contexts],
-        retrieval=retrieval_scores(output.passage_ids, item.gt_context_ids, k, item.gt_groups),
+        retrieval=(
+            retrieval_scores(passage_groups(output.contexts), item.gt_context_ids, k, item.gt_groups)
+            if output.retrieval_reported
+            else {}
+        ),
         judges=verdicts,
         queries=list(output.queries),
         outline=list(output.outline),

@@ -1,4 +1,4 @@
-"""Content-addressed on-disk cache of completions.
+"""Content-addressed on-disk caches: LLM completions, and agent replies (``ragtrack.agents``).
 
 The key covers everything that can change a reply — backend identity, model,
 messages and parameters — so an unchanged re-run is served without a single
@@ -23,19 +23,33 @@ def cache_key(identity: str, messages: list[Message], params: ChatParams) -> str
     return hashlib.sha256(blob).hexdigest()
 
 
-class CompletionCache:
+class JsonCache:
+    """Key (a hex digest) → one JSON object, in ``root/<2 hex>/<key>.json``."""
+
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Completion | None:
-        path = self._path(key)
+    def get_json(self, key: str) -> dict | None:
         try:
-            return Completion(**json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):  # missing, or damaged by a crash or an older layout
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # missing, or damaged by a crash
+            return None
+        return data if isinstance(data, dict) else None
+
+    def put_json(self, key: str, payload: dict) -> None:
+        atomic_write_json(self._path(key), payload, indent=None)
+
+
+class CompletionCache(JsonCache):
+    def get(self, key: str) -> Completion | None:
+        data = self.get_json(key)
+        try:
+            return Completion(**data) if data is not None else None
+        except TypeError:  # written by an older layout
             return None
 
     def put(self, key: str, completion: Completion) -> None:
-        atomic_write_json(self._path(key), asdict(completion), indent=None)
+        self.put_json(key, asdict(completion))

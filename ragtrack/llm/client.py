@@ -30,6 +30,7 @@ from ragtrack.secrets import redact
 
 I = TypeVar("I")  # noqa: E741
 O = TypeVar("O")
+T = TypeVar("T")
 
 REPAIR_INSTRUCTION = (
     "Your previous reply could not be read ({error}). Reply again with only the "
@@ -56,6 +57,61 @@ class RetryPolicy:
         return max(backoff, min(retry_after or 0.0, self.max_delay_s))
 
 
+class Circuit:
+    """Counts calls that failed after every retry, in a row; past ``limit`` the endpoint is down.
+
+    Shared by judge calls and agent calls: one failure is recorded on its item,
+    a run of them stops the run cleanly (:class:`CircuitOpenError`).
+    """
+
+    def __init__(self, limit: int, what: str, where: str):
+        self.limit, self.what, self.where = limit, what, where
+        self._in_a_row = 0
+        self._lock = threading.Lock()
+
+    def success(self) -> None:
+        with self._lock:
+            self._in_a_row = 0
+
+    def failure(self, error: str) -> None:
+        """Count one failure; raises :class:`CircuitOpenError` once ``limit`` are in a row."""
+        with self._lock:
+            self._in_a_row += 1
+            n = self._in_a_row
+        if n >= self.limit:
+            raise CircuitOpenError(f"{n} {self.what} failed in a row against {self.where}; last: {error}")
+
+
+def call_with_retries(
+    call: Callable[[], T], retry: RetryPolicy, limiter: AdaptiveLimiter, usage: Usage, step: str
+) -> tuple[T, float]:
+    """``call()`` inside a limiter slot, retried on :class:`TransientError` with backoff (a server's
+    Retry-After honoured, overload signals shrinking the limit); returns its value and latency.
+
+    Retries are counted in ``usage``. Raises :class:`PermanentError` at once and
+    :class:`TransientError` after the last attempt.
+    """
+    last: Exception | None = None
+    for attempt in range(retry.max_attempts):
+        if attempt:
+            usage.retries += 1
+        try:
+            with limiter.slot():
+                started = time.monotonic()
+                value = call()
+                latency = time.monotonic() - started
+        except TransientError as e:
+            last = e
+            if e.overload:
+                limiter.on_overload()
+            if attempt + 1 < retry.max_attempts:
+                retry.sleep(retry.delay(attempt, e.retry_after))
+            continue
+        limiter.on_success(latency, step)
+        return value, latency
+    raise TransientError(f"gave up after {retry.max_attempts} attempts: {last}")
+
+
 class LLM:
     """Runs :class:`Step` objects against a backend, or offline when there is none."""
 
@@ -74,8 +130,7 @@ class LLM:
         self.price = (prices or {}).get(self.model_name, Price())
         self.accounting = Accounting()
         self.limiter = limiter or AdaptiveLimiter(backend.max_concurrency if backend else 1)
-        self._failures_in_a_row = 0
-        self._lock = threading.Lock()
+        self.circuit = Circuit(self.retry.max_consecutive_failures, "LLM steps", self.identity)
 
     @property
     def identity(self) -> str:
@@ -162,13 +217,7 @@ class LLM:
         error, raw = redact(error), redact(raw) if raw else raw
         usage.failed += 1
         if endpoint_down:
-            with self._lock:
-                self._failures_in_a_row += 1
-                tripped = self._failures_in_a_row >= self.retry.max_consecutive_failures
-            if tripped:
-                raise CircuitOpenError(
-                    f"{self._failures_in_a_row} LLM steps failed in a row against {self.identity}; last: {error}"
-                )
+            self.circuit.failure(error)
         return StepResult(value=None, error=error, raw=raw, usage=usage)
 
     def _complete(self, step: str, messages: list[Message], params: ChatParams, usage: Usage) -> Completion:
@@ -178,33 +227,18 @@ class LLM:
         if self.cache and (hit := self.cache.get(key)) is not None:
             usage.cached += 1
             return hit
-        last: Exception | None = None
-        for attempt in range(self.retry.max_attempts):
-            if attempt:
-                usage.retries += 1
-            try:
-                with self.limiter.slot():
-                    started = time.monotonic()
-                    completion = self.backend.chat(messages, params)
-                    latency = time.monotonic() - started
-            except TransientError as e:
-                last = e
-                if e.overload:
-                    self.limiter.on_overload()
-                if attempt + 1 < self.retry.max_attempts:
-                    self.retry.sleep(self.retry.delay(attempt, e.retry_after))
-                continue
-            self.limiter.on_success(latency, step)
-            completion = replace(completion, text=redact(completion.text))
-            with self._lock:
-                self._failures_in_a_row = 0
-            usage.calls += 1
-            usage.tokens_in += completion.tokens_in
-            usage.tokens_out += completion.tokens_out
-            usage.truncated += int(completion.truncated)
-            usage.cost_usd += self.price.cost(completion.tokens_in, completion.tokens_out)
-            usage.latencies.append(latency)
-            if self.cache:
-                self.cache.put(key, completion)
-            return completion
-        raise TransientError(f"gave up after {self.retry.max_attempts} attempts: {last}")
+        backend = self.backend
+        completion, latency = call_with_retries(
+            lambda: backend.chat(messages, params), self.retry, self.limiter, usage, step
+        )
+        completion = replace(completion, text=redact(completion.text))
+        self.circuit.success()
+        usage.calls += 1
+        usage.tokens_in += completion.tokens_in
+        usage.tokens_out += completion.tokens_out
+        usage.truncated += int(completion.truncated)
+        usage.cost_usd += self.price.cost(completion.tokens_in, completion.tokens_out)
+        usage.latencies.append(latency)
+        if self.cache:
+            self.cache.put(key, completion)
+        return completion

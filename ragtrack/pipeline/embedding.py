@@ -19,6 +19,8 @@ from ragtrack.pipeline.models import ResolvedModel
 class Embedder(Embeddings):
     """A langchain ``Embeddings`` over a local sentence-transformers model, counting its work."""
 
+    remembers = True  # vectors are worth computing once, at index time, and keeping beside the index
+
     def __init__(self, model: ResolvedModel, batch_size: int = 32, remember: int = 50_000):
         from sentence_transformers import SentenceTransformer
 
@@ -73,3 +75,36 @@ class Embedder(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.encode([text])[0].tolist()
+
+
+class LexicalEmbedder:
+    """Bag-of-units vectors for versions that embed nothing (``embedding.model = "none"``).
+
+    BM25-only versions still pick answer sentences offline by closeness to the
+    question; without an embedder for the corpus's language, closeness is word
+    overlap: stemmed English content words or Chinese character bigrams
+    (:func:`ragtrack.text.overlap_units`), hashed by scikit-learn into a fixed
+    number of dimensions and scaled to unit length, so cosine is overlap.
+    """
+
+    dimension = 4096
+    model_info = None
+    texts_embedded = 0
+    remembers = False  # computing a vector is cheaper than storing 4096 floats per sentence
+
+    def know(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Nothing to remember (see ``remembers``)."""
+
+    def __init__(self) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        from ragtrack.text import overlap_units
+
+        self._vectorizer = HashingVectorizer(
+            analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
+        )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)

@@ -53,6 +53,7 @@ def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Age
         Tag.SUBSTITUTED: str(agent.substituted).lower(),
         Tag.MODEL_VERSION: model.version,
         Tag.MODEL_ID: model.model_id,
+        **{Tag.warning(code): message for code, message in agent.setup.warnings.items()},
     }
 
 
@@ -117,6 +118,7 @@ def items_table(records: list[ItemRecord]) -> dict[str, list]:
             "gt_context_ids",
         )
     }
+    retrieval_keys = list(dict.fromkeys(k for r in records for k in r.retrieval))
     for r in records:
         cols["id"].append(r.id)
         cols["type"].append(r.type)
@@ -126,8 +128,10 @@ def items_table(records: list[ItemRecord]) -> dict[str, list]:
         cols["retrieved_chunk_ids"].append(r.retrieved_unit_ids)
         cols["retrieved_passage_ids"].append(r.retrieved_passage_ids)
         cols["gt_context_ids"].append(r.gt_context_ids)
-        for metric, value in r.retrieval.items():
-            cols.setdefault(metric, []).append(value)
+        for metric in retrieval_keys:  # None where the reply said nothing about retrieval
+            cols.setdefault(metric, []).append(r.retrieval.get(metric))
+        cols.setdefault("unmapped", []).append(r.unmapped)
+        cols.setdefault("errors", []).append(r.errors)
         for judge, v in r.judges.items():
             cols.setdefault(judge, []).append(v.score)
             cols.setdefault(f"{judge}_reason", []).append(v.reason or (f"ERROR: {v.error}" if v.error else ""))
@@ -163,7 +167,8 @@ def log_genai_records(store: Store, run_id: str, model_id: str | None, records: 
     def retrieval_scorer(metric: str):
         @scorer(name=metric)
         def _score(inputs, outputs):
-            return float(by_id[inputs["item_id"]].retrieval[metric])
+            value = by_id[inputs["item_id"]].retrieval.get(metric)
+            return None if value is None else float(value)
 
         return _score
 

@@ -59,6 +59,12 @@ class Tag:
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
     LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
+    WARNING_PREFIX = "ragtrack.warning."  # eval runs: one tag per agent warning (language_mismatch, ...)
+
+    @staticmethod
+    def warning(code: str) -> str:
+        """The tag of one agent warning: ``ragtrack.warning.language_mismatch``."""
+        return Tag.WARNING_PREFIX + code
 
 
 class Param:

@@ -1,0 +1,251 @@
+"""What every external agent kind shares: common spec keys, the reply, the response cache, accounting.
+
+A kind implements :meth:`ExternalAgent.ask` — one question to its platform,
+read into a :class:`Reply` — and :meth:`ExternalAgent.describe`. The rest is
+here, once: contexts mapped to canonical passages (:mod:`.mapping`), replies
+cached by (agent identity, question) under the project's cache folder
+(``--no-cache`` skips reading it), a reply that says nothing about retrieval
+turned into a per-item error, and a run of failed calls stopping the run.
+
+The response cache assumes what the spec assumes: an unchanged spec is an
+unchanged agent. After changing the app on its platform, change the spec (it
+is a new version: say what changed in ``[declared]``) or pass ``--no-cache``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
+
+from pydantic import Field, field_validator
+
+from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent
+from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
+from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
+from ragtrack.errors import InputError, Problem
+from ragtrack.llm.accounting import Usage
+from ragtrack.llm.cache import JsonCache
+from ragtrack.llm.client import Circuit, RetryPolicy
+from ragtrack.secrets import declare, redact
+
+if TYPE_CHECKING:
+    from ragtrack.agents.endpoint import Endpoint
+    from ragtrack.spec import LoadedSpec
+
+#: ``[declared] prompt_file``: a prompt file named by the spec (confined to the project, hashed, logged).
+PROMPT_FILE = "declared.prompt_file"
+_SECRET_PARAM = ("key", "token", "secret", "password", "signature", "sig")
+
+
+def check_url(url: str) -> str:
+    """An http(s) URL that carries no credentials: it is logged as a param."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"expected an http:// or https:// URL, got {url!r}")
+    if "@" in parts.netloc:
+        raise ValueError("the URL holds credentials; put the key in an environment variable (api_key_env)")
+    secret = [k for k, _ in parse_qsl(parts.query) if any(s in k.lower() for s in _SECRET_PARAM)]
+    if secret:
+        raise ValueError(f"the URL's query holds {secret[0]!r}; pass secrets through environment variables")
+    return url
+
+
+class EndpointTable(AgentTable):
+    """Keys of every kind that calls an HTTP endpoint."""
+
+    timeout_s: float | None = Field(default=None, gt=0)  # default: [eval] timeout_s of ragtrack.toml
+    max_concurrency: int = Field(default=4, gt=0)  # ceiling; the adaptive limit starts at 2
+
+
+class PlatformTable(EndpointTable):
+    """A platform app: where it is and which environment variable holds its key (never the key)."""
+
+    base_url: str
+    api_key_env: str = Field(min_length=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _clean_url(cls, value: str) -> str:
+        return check_url(value).rstrip("/")
+
+
+class ExternalSpec(AgentSpec):
+    """``[version]``, the kind's ``[agent]`` table, and ``[declared]``: what the user says the app does
+    (chunking, top_k, rerank model, ``prompt`` text or ``prompt_file``), logged as params."""
+
+    @field_validator("declared")
+    @classmethod
+    def _prompt_file_is_a_path(cls, declared: dict) -> dict:
+        if "prompt_file" in declared and not isinstance(declared["prompt_file"], str):
+            raise ValueError("prompt_file must be a path (relative to the spec file)")
+        return declared
+
+
+def declared_files(spec: ExternalSpec) -> dict[str, str]:
+    """The files a spec names: its declared prompt file, if any (see :data:`PROMPT_FILE`)."""
+    path = spec.declared.get("prompt_file")
+    return {PROMPT_FILE: str(path)} if path else {}
+
+
+def read_secret(spec: LoadedSpec, env: str, field_path: str = "agent.api_key_env") -> str:
+    """The value of the environment variable ``env`` (declared a secret first, so it is redacted everywhere)."""
+    declare(env)
+    value = os.environ.get(env, "")
+    if not value:
+        raise InputError(
+            [Problem(spec.path, f"environment variable {env} is not set (it holds the key)", None, field_path)]
+        )
+    return value
+
+
+@dataclass
+class Reply:
+    """One answer as a platform gave it, before mapping: plain data, cached as JSON."""
+
+    answer: str
+    contexts: list[PlatformContext] | None  # in rank order; None: the reply did not say what was retrieved
+    problem: str = ""  # why ``contexts`` is None, in words a user can act on
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Reply | None:
+        """A cached reply, or None when there is none (or it was written in another layout)."""
+        if data is None:
+            return None
+        try:
+            contexts = [PlatformContext(**c) for c in data["contexts"]]
+            return cls(**{**data, "contexts": contexts})
+        except (KeyError, TypeError):
+            return None
+
+
+class AgentCallError(Exception):
+    """The agent could not be asked: its endpoint failed after retries, or the callable raised."""
+
+
+class ExternalAgent(BaseAgent):
+    """Base of every external kind: subclass it, set :attr:`endpoint` if it has one, write ``ask``."""
+
+    endpoint: Endpoint | None = None
+
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        super().__init__(spec, ctx)
+        self.table = spec.spec.agent
+        self.max_concurrency = self.table.max_concurrency
+        self.id_table = IdTable.load(id_table_path(ctx.corpus.source), ctx.corpus)
+        self.mapper = ContextMapper(ctx.corpus, ctx.min_overlap, self.id_table)
+        self.cache = JsonCache(ctx.cache_dir / "agents")
+        self.circuit = Circuit(RetryPolicy().max_consecutive_failures, f"{spec.kind} calls", spec.name)
+
+    def ask(self, question: str, usage: Usage) -> Reply:
+        """Ask the agent once; raises :class:`AgentCallError` when it cannot be asked."""
+        raise NotImplementedError
+
+    def cache_identity(self) -> str:
+        """What the cached replies belong to (the spec hash; a kind may add what else changes answers)."""
+        return self.identity.hash
+
+    @property
+    def timeout_s(self) -> float:
+        return self.table.timeout_s or self.ctx.config.eval.timeout_s
+
+    @property
+    def peak_in_flight(self) -> int:
+        return self.endpoint.limiter.peak_in_flight if self.endpoint else 0
+
+    def answer(self, question: str) -> AgentOutput:
+        usage = Usage()
+        key = hashlib.sha256(json.dumps([self.spec.kind, self.cache_identity(), question]).encode()).hexdigest()
+        reply = Reply.from_json(self.cache.get_json(key)) if self.ctx.use_cache else None
+        if reply is not None:
+            usage.cached += 1
+        else:
+            try:
+                reply = self.ask(question, usage)
+            except AgentCallError as e:
+                usage.failed += 1
+                self.circuit.failure(redact(str(e)))  # a run of failures stops the run (CircuitOpenError)
+                reply = Reply("", None, str(e))
+            else:
+                self.circuit.success()
+                reply.answer = redact(reply.answer)
+                usage.tokens_in += reply.tokens_in
+                usage.tokens_out += reply.tokens_out
+                usage.cost_usd += reply.cost_usd
+                if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
+                    self.cache.put_json(key, reply.to_json())
+        if reply.contexts is None:
+            errors = [redact(f"{self.spec.kind}: {reply.problem}")]
+            return AgentOutput(reply.answer, [], errors=errors, usage={self.spec.kind: usage}, retrieval_reported=False)
+        contexts = [self.mapper.map(c) for c in reply.contexts]
+        return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage})
+
+    def describe(self) -> dict[str, str]:
+        """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""
+        out = {
+            "platform": self.spec.kind,
+            "id_table": self.id_table.path if self.id_table else "none (contexts mapped by text)",
+        }
+        if self.id_table:
+            out["id_table_entries"] = str(len(self.id_table.segments))
+            out["id_table_hash"] = self.id_table.digest
+        prompt = self.spec.files.get(PROMPT_FILE) or self.spec.spec.declared.get("prompt")
+        if isinstance(prompt, str) and prompt:
+            out["prompt_hash"] = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+        return out
+
+
+class PlatformAgent(ExternalAgent):
+    """An app on a platform (Dify, RAGFlow) reached with a bearer key: subclass it, write ``call``.
+
+    ``check`` reads the platform's error shapes (see :mod:`.endpoint`); a call that fails
+    after every retry, or is refused, becomes :class:`AgentCallError`.
+    """
+
+    check: Check = staticmethod(standard_check)
+
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        super().__init__(spec, ctx)
+        key = read_secret(spec, self.table.api_key_env)
+        self.endpoint = bearer_endpoint(
+            self.table.base_url,
+            key,
+            timeout_s=self.timeout_s,
+            max_concurrency=self.table.max_concurrency,
+            check=self.check,
+        )
+
+    def ask(self, question: str, usage: Usage) -> Reply:
+        try:
+            return self.call(question, usage)
+        except EndpointError as e:
+            raise AgentCallError(str(e)) from None
+
+    def call(self, question: str, usage: Usage) -> Reply:
+        raise NotImplementedError
+
+
+def first(data: Any, *keys: str, default: Any = None) -> Any:
+    """The value of the first of ``keys`` present (not None) in a dict: platforms rename fields across versions."""
+    if isinstance(data, dict):
+        for k in keys:
+            if data.get(k) is not None:
+                return data[k]
+    return default
+
+
+def number(value: Any) -> float | None:
+    """A float from a number or a numeric string (Dify sends prices and sometimes scores as strings)."""
+    try:
+        return float(str(value)) if value is not None and not isinstance(value, bool) else None
+    except ValueError:
+        return None

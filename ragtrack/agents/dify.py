@@ -1,0 +1,268 @@
+"""A Dify app as an agent version (kind ``dify``), and a Dify knowledge base as a corpus.
+
+The app is asked through Dify's Service API with its app key:
+``POST {base_url}/chat-messages`` (chat, advanced-chat and agent-chat apps) or
+``/completion-messages`` (``app_mode = "completion"``), blocking. The answer
+is ``answer``; the contexts are ``metadata.retriever_resources`` in
+``position`` order; ``metadata.usage`` (tokens; prices are decimal strings,
+counted when the currency is USD) goes into the accounting. Agent-chat apps
+refuse blocking mode: the client then streams and assembles the events.
+
+A reply without ``retriever_resources`` (citations switched off, a chatflow
+whose LLM node is not fed by a Knowledge Retrieval node, an old Dify, a
+web-app token's reduced shape) is a per-item error — never a recall of 0.
+Recent Dify versions also merge the citations of one document into one
+resource; ``retrieval_only = true`` measures the knowledge base's own ranked
+retrieval (``POST /datasets/{dataset_id}/retrieve``, a dataset key) instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field, model_validator
+
+from ragtrack.agent import AgentContext, AgentKind
+from ragtrack.agents.base import ExternalSpec, PlatformAgent, PlatformTable, Reply, declared_files, first, number
+from ragtrack.agents.endpoint import EndpointError, bearer_endpoint, error_message
+from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
+from ragtrack.agents.mapping import PlatformContext
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.accounting import Usage
+from ragtrack.llm.base import TransientError
+
+if TYPE_CHECKING:
+    from ragtrack.spec import LoadedSpec
+
+SEARCH_METHODS = Literal["semantic_search", "full_text_search", "hybrid_search", "keyword_search"]
+NO_METADATA = (
+    "the reply carries no metadata (a web-app token or an old Dify answers with a reduced shape): use the app's API key"
+)
+NO_RESOURCES = (
+    "the reply lists no metadata.retriever_resources, so what was retrieved is unknown: turn on "
+    "'Citations and Attributions' in the app's features (chatflow: feed the LLM node's context from a "
+    "Knowledge Retrieval node), or measure retrieval alone with retrieval_only = true"
+)
+
+
+class DifyTable(PlatformTable):
+    kind: Literal["dify"]
+    app_mode: Literal["chat", "advanced-chat", "agent-chat", "completion"] = "chat"
+    user: str = "ragtrack"  # Dify requires an end-user ID
+    inputs: dict[str, str | int | float | bool] = {}  # the app's variables
+    query_input: str | None = None  # completion apps whose prompt reads the question from this variable
+    retrieval_only: bool = False
+    dataset_id: str | None = None  # retrieval_only: the knowledge base (api_key_env then names a dataset key)
+    top_k: int | None = Field(default=None, gt=0)  # retrieval_only: sent with search_method as retrieval_model
+    search_method: SEARCH_METHODS | None = None
+
+    @model_validator(mode="after")
+    def _retrieval_keys(self) -> DifyTable:
+        if self.retrieval_only and not self.dataset_id:
+            raise ValueError("retrieval_only = true needs dataset_id (the knowledge base to query)")
+        if not self.retrieval_only and (self.top_k or self.search_method):
+            raise ValueError("top_k and search_method apply to retrieval_only = true; an app uses its own settings")
+        return self
+
+
+class DifySpec(ExternalSpec):
+    agent: DifyTable
+
+
+def dify_check(status: int, body: Any) -> Exception | None:
+    """Dify Cloud answers its knowledge rate limit with 403, not 429: retry it, and slow down."""
+    if status == 403 and "rate limit" in error_message(body)[1].lower():
+        return TransientError(f"HTTP 403: {error_message(body)[1]}", overload=True)
+    return None
+
+
+class DifyAgent(PlatformAgent):
+    check = staticmethod(dify_check)
+
+    def __init__(self, spec: LoadedSpec, ctx: AgentContext):
+        super().__init__(spec, ctx)
+        t: DifyTable = self.table
+        self.streaming = t.app_mode == "agent-chat"
+        self.top_k = t.top_k
+        self.app = {} if t.retrieval_only else self._app_info()
+
+    def _app_info(self) -> dict[str, str]:
+        """The app's name (and, in recent Dify versions, mode) from ``GET /info``, to log which app ran.
+        Best effort: an older Dify without it, or a failure here, only leaves the param out."""
+        try:
+            info = self.endpoint.request("GET", "/info", usage=Usage(), step="dify")
+        except EndpointError:
+            return {}
+        info = info if isinstance(info, dict) else {}
+        names = {"name": "name", "mode": "mode_reported"}
+        return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
+
+    def call(self, question: str, usage: Usage) -> Reply:
+        return self._retrieve(question, usage) if self.table.retrieval_only else self._message(question, usage)
+
+    def _message(self, question: str, usage: Usage) -> Reply:
+        t: DifyTable = self.table
+        inputs = {**t.inputs, **({t.query_input: question} if t.query_input else {})}
+        body = {"inputs": inputs, "query": question, "user": t.user, "response_mode": "blocking"}
+        path = "/completion-messages" if t.app_mode == "completion" else "/chat-messages"
+        if not self.streaming:
+            try:
+                return read_message(self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify"))
+            except EndpointError as e:
+                if not (e.status == 400 and "blocking mode" in str(e)):
+                    raise
+                self.streaming = True  # an agent-chat app: it answers in streaming mode only
+        body["response_mode"] = "streaming"
+        events = self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify", events=True)
+        return read_message(assemble(events))
+
+    def _retrieve(self, question: str, usage: Usage) -> Reply:
+        t: DifyTable = self.table
+        body: dict[str, Any] = {"query": question}
+        if t.top_k or t.search_method:  # otherwise the knowledge base's saved retrieval settings apply
+            body["retrieval_model"] = {
+                "search_method": t.search_method or "semantic_search",
+                "reranking_enable": False,
+                "top_k": t.top_k or 4,
+                "score_threshold_enabled": False,
+            }
+        reply = self.endpoint.request(
+            "POST", f"/datasets/{t.dataset_id}/retrieve", json_body=body, usage=usage, step="dify"
+        )
+        records = reply.get("records") if isinstance(reply, dict) else None
+        if not isinstance(records, list):
+            return Reply("", None, "the retrieve reply has no records list")
+        return Reply("", [_record_context(r, n) for n, r in enumerate(records, start=1) if isinstance(r, dict)])
+
+    def describe(self) -> dict[str, str]:
+        t: DifyTable = self.table
+        out = {
+            **super().describe(),
+            "base_url": t.base_url,
+            "app_mode": "retrieval_only" if t.retrieval_only else t.app_mode,
+        }
+        if t.dataset_id:
+            out["dataset_id"] = t.dataset_id
+        out.update({f"app_{k}": v for k, v in self.app.items()})  # app_name, app_mode_reported
+        return out
+
+
+def assemble(events: list[Any]) -> dict[str, Any]:
+    """A streamed reply → the blocking shape: answer deltas joined, metadata from ``message_end``."""
+    answer, metadata = "", None
+    for e in (e for e in events if isinstance(e, dict)):
+        kind = e.get("event")
+        if kind in ("message", "agent_message"):
+            answer += str(e.get("answer") or "")
+        elif kind == "message_replace":  # moderation replaced the answer
+            answer = str(e.get("answer") or "")
+        elif kind == "message_end":
+            metadata = e.get("metadata")
+        elif kind == "error":
+            code, message = error_message(e)
+            raise EndpointError(f"stream error {code}: {message}", int(number(e.get("status")) or 0), code)
+    return {"answer": answer, **({"metadata": metadata} if metadata is not None else {})}
+
+
+def read_message(body: Any) -> Reply:
+    """A chat/completion reply → answer, contexts in ``position`` order, tokens and USD cost."""
+    if not isinstance(body, dict):
+        return Reply("", None, f"unexpected reply: {str(body)[:120]!r}")
+    answer = body.get("answer") if isinstance(body.get("answer"), str) else ""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        return Reply(answer, None, NO_METADATA)
+    usage = metadata.get("usage") if isinstance(metadata.get("usage"), dict) else {}
+    cost = number(usage.get("total_price")) if usage.get("currency", "USD") == "USD" else None
+    reply = Reply(
+        answer,
+        None,
+        NO_RESOURCES,
+        tokens_in=int(number(usage.get("prompt_tokens")) or 0),
+        tokens_out=int(number(usage.get("completion_tokens")) or 0),
+        cost_usd=cost or 0.0,
+    )
+    resources = [r for r in metadata.get("retriever_resources") or [] if isinstance(r, dict)]
+    if resources:  # an empty list is what citations switched off look like in recent Dify versions
+        ranked = sorted(enumerate(resources), key=lambda nr: (number(nr[1].get("position")) or nr[0] + 1, nr[0]))
+        reply.contexts = [_resource_context(r, n) for n, (_, r) in enumerate(ranked, start=1)]
+        reply.problem = ""
+    return reply
+
+
+def _resource_context(r: dict, rank: int) -> PlatformContext:
+    doc = str(r.get("document_id") or "")
+    return PlatformContext(
+        id=str(r.get("segment_id") or f"{doc or 'resource'}@{rank}"),  # external knowledge: no segment ID
+        text=str(r.get("content") or ""),
+        doc_id=doc,
+        doc_name=str(r.get("document_name") or ""),
+        score=number(r.get("score")),
+    )
+
+
+def _record_context(record: dict, rank: int) -> PlatformContext:
+    """A retrieve record: ``{segment: {...}, score}``, or an external knowledge base's ``{content, title, ...}``."""
+    seg = record.get("segment")
+    if not isinstance(seg, dict):
+        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        name = str(record.get("title") or "")
+        doc = str(meta.get("document_id") or name)
+        return PlatformContext(
+            f"{doc}@{rank}", str(record.get("content") or ""), doc, name, number(record.get("score"))
+        )
+    doc = seg.get("document") if isinstance(seg.get("document"), dict) else {}
+    text = str(seg.get("content") or "")
+    if seg.get("answer"):  # a Q&A-mode knowledge base: the question is the content
+        text += "\n" + str(seg["answer"])
+    return PlatformContext(
+        id=str(seg.get("id") or f"segment@{rank}"),
+        text=text,
+        doc_id=str(first(seg, "document_id", default="") or doc.get("id") or ""),
+        doc_name=str(doc.get("name") or ""),
+        score=number(record.get("score")),
+    )
+
+
+def fetch_knowledge(base_url: str, key: str, datasets: list[str], timeout_s: float) -> list[SourceDocument]:
+    """Every enabled document of the named knowledge bases (IDs or names) with its enabled segments."""
+    endpoint = bearer_endpoint(base_url, key, timeout_s=timeout_s, max_concurrency=2, check=dify_check)
+    usage = Usage()
+
+    def get(path: str, page: int) -> dict:
+        reply = endpoint.request("GET", path, params={"page": page, "limit": PAGE_SIZE}, usage=usage, step="import")
+        return reply if isinstance(reply, dict) else {}
+
+    def listing(path: str):
+        def fetch(page: int) -> tuple[list, bool]:
+            reply = get(path, page)
+            items = [x for x in reply.get("data") or [] if isinstance(x, dict)]
+            total = number(reply.get("total"))
+            more = bool(reply.get("has_more")) and (total is None or page * PAGE_SIZE < total)
+            return items, more
+
+        return paged(fetch)
+
+    try:
+        available = [(str(d.get("id")), str(d.get("name"))) for d in listing("/datasets")]
+        out = []
+        for dataset_id, dataset_name in resolve_datasets(datasets, available, "Dify"):
+            for doc in listing(f"/datasets/{dataset_id}/documents"):
+                if doc.get("enabled") is False or doc.get("archived"):
+                    continue  # never retrieved, so never a GT passage
+                source = SourceDocument(
+                    dataset_id, dataset_name, str(doc.get("id")), str(doc.get("name") or doc.get("id"))
+                )
+                for n, seg in enumerate(listing(f"/datasets/{dataset_id}/documents/{source.id}/segments"), start=1):
+                    if seg.get("enabled") is False:
+                        continue
+                    text = str(seg.get("content") or "") + (f"\n{seg['answer']}" if seg.get("answer") else "")
+                    position = int(number(seg.get("position")) or n)
+                    source.segments.append(SourceSegment(str(seg.get("id")), position, text))
+                out.append(source)
+    except EndpointError as e:
+        raise RagtrackError(f"Dify at {base_url}: {e}") from None
+    return out
+
+
+KIND = AgentKind("dify", DifySpec, DifyAgent, declared_files)

@@ -1,0 +1,525 @@
+"""External agents over real HTTP on 127.0.0.1: Dify and RAGFlow apps (loopback servers speaking their
+APIs), any JSON endpoint, a Python callable and a LangChain runnable — evaluated like built-in versions.
+
+The servers re-chunk the project's knowledge base their own way; the expected passages of every
+segment below are worked out by hand from tests/data/kb (see the comments), and every item's
+retrieval metrics are checked against a hand computation from the segments the server returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ragtrack.agents.endpoint import Endpoint, EndpointError
+from ragtrack.api import evaluate
+from ragtrack.cli import main
+from ragtrack.errors import InputError
+from ragtrack.llm.accounting import Usage
+from ragtrack.llm.client import RetryPolicy
+from ragtrack.spec import load_spec
+from ragtrack.testing.dify_server import DifyServer
+from ragtrack.testing.knowledge import Knowledge, dify_chunks
+from ragtrack.testing.ragflow_server import RagflowServer
+from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer
+
+APP_KEY = "app-loopback-7d3f9a1c2e5b4c88"
+DATASET_KEY = "dataset-loopback-1a2b3c4d5e6f"
+RAGFLOW_KEY = "ragflow-loopback-9e8d7c6b5a41"
+
+MODELS, CHECKPOINTS, ENCODERS = (
+    "guides/models.md#model-files",
+    "guides/models.md#model-files/checkpoints",
+    "guides/models.md#model-files/text-encoders",
+)
+GUIDE, STEPS = "guides/sampler.md#sampler-guide", "guides/sampler.md#sampler-guide/steps"
+CFG = "guides/sampler.md#sampler-guide/guidance/cfg-value"
+NEGATIVE = "guides/sampler.md#sampler-guide/guidance/negative-prompt"
+
+# Dify's way at 200 characters: paragraphs packed while they fit.
+#   models.md 1: "# Model files" + intro + "## Checkpoints" + its body (192 chars) → both sections
+#   models.md 2: "## Text encoders" + its body
+#   sampler.md 1: title, intro, "## Steps" + body, "## Guidance" (a heading between passages) → 2 passages
+#   sampler.md 2: "### Cfg value" + body, "### Negative prompt" + body → 2 passages
+DIFY_SEGMENTS = {
+    ("guides/models.md", 1): [MODELS, CHECKPOINTS],
+    ("guides/models.md", 2): [ENCODERS],
+    ("guides/sampler.md", 1): [GUIDE, STEPS],
+    ("guides/sampler.md", 2): [CFG, NEGATIVE],
+    ("notes.txt", 1): ["notes.txt"],
+}
+# RAGFlow's way at 300 characters: lines without heading marks.
+#   models.md: all six lines fit (284 chars) → the three sections
+#   sampler.md 1: everything up to the "Negative prompt" heading line (284 chars); that heading is
+#     15 of the 87 characters of its section, too little to count → 3 passages
+#   sampler.md 2: the negative prompt sentence
+RAGFLOW_SEGMENTS = {
+    ("guides/models.md", 1): [MODELS, CHECKPOINTS, ENCODERS],
+    ("guides/sampler.md", 1): [GUIDE, STEPS, CFG],
+    ("guides/sampler.md", 2): [NEGATIVE],
+    ("notes.txt", 1): ["notes.txt"],
+}
+
+
+def write_spec(project: Path, name: str, agent: str, declared: str = "") -> None:
+    text = f'[version]\nname = "{name}"\ndescription = "test"\n\n[agent]\n{agent}\n'
+    (project / "pipelines" / f"{name}.toml").write_text(text + (f"\n[declared]\n{declared}\n" if declared else ""))
+
+
+def by_hand(units: list[list[str]], gt: list[str], k: int | None = None) -> dict[str, float]:
+    """The retrieval metrics of one item, written out. Recall and precision count the passages the
+    units cover (each once); the rank metrics rank the units: a unit is a hit when it brings a GT
+    passage no earlier unit brought; nDCG is cut at the version's top_k (``k``), or at the number of
+    units returned, and its ideal has one unit per hit plus one per GT passage never brought."""
+    ranked: list[str] = []
+    for ids in units:
+        ranked += [p for p in ids if p not in ranked]
+    found = [p for p in ranked if p in gt]
+    seen: set[str] = set()
+    hits = []
+    for ids in units:
+        new = set(ids) & set(gt) - seen
+        hits.append(bool(new))
+        seen |= new
+    first = next((n for n, hit in enumerate(hits, start=1) if hit), None)
+    k = k or len(units)
+    dcg = sum(1 / math.log2(n + 1) for n, hit in enumerate(hits[:k], start=1) if hit)
+    best = min(sum(hits) + len(set(gt) - seen), k)
+    ideal = sum(1 / math.log2(n + 1) for n in range(1, best + 1))
+    return {
+        "context_recall": len(found) / len(gt),
+        "context_precision": len(found) / len(ranked) if ranked else 0.0,
+        "reciprocal_rank": 1 / first if first else 0.0,
+        "hit_rate": 1.0 if found else 0.0,
+        "ndcg_at_k": dcg / ideal,
+        "all_hops_at_k": None,  # these items have no GT groups
+    }
+
+
+def check_against_server(report, server: LoopbackServer, handler: str, segments_of, expected: dict, k=None) -> None:
+    """Every item's contexts are the segments the server returned, mapped as worked out by hand,
+    and its retrieval metrics equal the hand computation from them."""
+    replies = {question_of(x.request.body): x for x in server.replies(handler)}
+    names = {s.id: (s.document.name, s.position) for s in server.knowledge.segments}
+    for record in report.records:
+        returned = segments_of(replies[record.question].response.body)
+        assert [c.unit_id for c in record.contexts] == returned, record.id
+        units = [expected[names[seg]] for seg in returned]
+        assert [c.passage_ids for c in record.contexts] == units, record.id
+        assert all(c.mapping == "text 1.00" for c in record.contexts)
+        assert record.retrieval == pytest.approx(by_hand(units, record.gt_context_ids, k)), record.id
+
+
+def question_of(body: dict) -> str:
+    """The question in a request of any of the platforms here."""
+    for key in ("query", "question", "q"):
+        if body.get(key):
+            return body[key]
+    return body["messages"][-1]["content"]
+
+
+def dify_segments(body) -> list[str]:
+    return [r["segment_id"] for r in sorted(body["metadata"]["retriever_resources"], key=lambda r: r["position"])]
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    monkeypatch.setenv("DIFY_APP_KEY", APP_KEY)
+    monkeypatch.setenv("DIFY_DATASET_KEY", DATASET_KEY)
+    monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
+
+
+def dify_server(project: Path, **kw) -> DifyServer:
+    return DifyServer(project / "golden" / "kb", app_key=APP_KEY, dataset_key=DATASET_KEY, max_chars=200, **kw)
+
+
+DIFY_AGENT = 'kind = "dify"\nbase_url = "{url}"\napi_key_env = "DIFY_APP_KEY"\nmax_concurrency = {n}\n'
+
+
+# ---------------------------------------------------------------------------------------- Dify
+def test_a_dify_chat_app_is_evaluated_with_contexts_mapped_by_text(project, keys):
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=4), 'prompt = "Answer briefly."')
+        report = evaluate("dify-app", root=project)
+    assert report.complete and len(report.records) == 5 and not any(r.errors for r in report.records)
+    check_against_server(report, server, "chat_messages", dify_segments, DIFY_SEGMENTS)
+    assert report.metrics["unmapped_share"] == 0.0 and report.metrics["retrieval_n"] == 5
+    p = report.params
+    assert p["agent_kind"] == p["platform"] == "dify" and p["base_url"] == server.base_url
+    assert p["app_mode"] == "chat" and p["spec.declared.prompt"] == "Answer briefly." and len(p["prompt_hash"]) == 12
+    assert p["app_name"] == "loopback app" and p["app_mode_reported"] == "chat"  # from GET /info
+    assert p["id_table"].startswith("none")
+    usage = report.accounting["agent"]["dify"]
+    assert usage["calls"] == 5 and usage["tokens_in"] > 0 and usage["cost_usd"] > 0  # prices came as strings
+    sent = server.replies("chat_messages")[0].request.body
+    assert sent["response_mode"] == "blocking" and sent["user"] == "ragtrack" and sent["inputs"] == {}
+
+
+def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys):
+    with dify_server(project, app_mode="completion") as server:
+        agent = DIFY_AGENT.format(url=server.base_url, n=2) + 'app_mode = "completion"\nquery_input = "query"\n'
+        write_spec(project, "dify-completion", agent)
+        report = evaluate("dify-completion", root=project)
+    assert report.complete and report.metrics["retrieval_n"] == 5
+    assert {x.request.path for x in server.exchanges} == {"/v1/info", "/v1/completion-messages"}
+    sent = server.replies("completion_messages")[0].request.body
+    assert sent["inputs"]["query"] == sent["query"]
+    check_against_server(report, server, "completion_messages", dify_segments, DIFY_SEGMENTS)
+
+    with dify_server(project, app_mode="agent-chat") as server:
+        write_spec(project, "dify-agent", DIFY_AGENT.format(url=server.base_url, n=1))  # app_mode left at "chat"
+        report = evaluate("dify-agent", root=project)
+    # The first blocking request is refused (agent-chat apps only stream); every other one streams.
+    modes = [x.request.body["response_mode"] for x in server.exchanges if x.request.handler == "chat_messages"]
+    assert modes == ["blocking"] + ["streaming"] * 5
+    assert report.complete and not any(r.errors for r in report.records)
+    assert all(r.answer and r.contexts for r in report.records)
+    assert report.accounting["agent"]["dify"]["tokens_in"] > 0
+
+
+def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
+    with dify_server(project) as server:
+        agent = (
+            f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "DIFY_DATASET_KEY"\n'
+            f'retrieval_only = true\ndataset_id = "{server.dataset_id}"\ntop_k = 2\nsearch_method = "hybrid_search"\n'
+        )
+        write_spec(project, "dify-retrieval", agent)
+        report = evaluate("dify-retrieval", root=project)
+    sent = server.replies("retrieve")[0].request.body["retrieval_model"]
+    assert sent == {
+        "search_method": "hybrid_search",
+        "reranking_enable": False,
+        "top_k": 2,
+        "score_threshold_enabled": False,
+    }
+    assert all(len(r.contexts) == 2 and r.answer == "" for r in report.records)
+
+    def segments(body):
+        return [r["segment"]["id"] for r in body["records"]]
+
+    check_against_server(report, server, "retrieve", segments, DIFY_SEGMENTS, k=2)
+
+
+def test_a_reply_without_retrieval_metadata_is_an_item_error_never_a_recall_of_0(project, keys):
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
+        server.inject(Fault("no_metadata"), Fault("no_citations"))  # the first two items
+        report = evaluate("dify-app", root=project, use_cache=False)
+    bad, good = report.records[:2], report.records[2:]
+    assert all(r.retrieval == {} and r.contexts == [] and r.answer for r in bad)
+    assert "retriever_resources" in bad[0].errors[0] and "Citations and Attributions" in bad[1].errors[0]
+    assert report.metrics["retrieval_n"] == 3 and report.metrics["agent_errors"] == 2
+    expected = sum(r.retrieval["context_recall"] for r in good) / 3  # the mean covers the three that said
+    assert report.metrics["context_recall"] == pytest.approx(expected)
+
+    with dify_server(project, citations=False) as server:  # an app with citations switched off
+        write_spec(project, "dify-nocite", DIFY_AGENT.format(url=server.base_url, n=2))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-nocite"])
+    assert result.exit_code == 0, result.output
+    assert "5 of 5 replies did not say what was retrieved" in result.output
+    assert "(n=0/5)" in result.output  # the retrieval rows cover no item, and say so
+
+
+def test_429_timeouts_and_dropped_connections_are_retried(project, keys):
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
+        server.inject(Fault("429", 0.05), Fault("500"), Fault("drop"), Fault("rate_limit_403"))
+        report = evaluate("dify-app", root=project, use_cache=False)
+    assert report.complete and not any(r.errors for r in report.records)
+    assert report.accounting["agent"]["dify"]["retries"] == 4 and report.accounting["agent"]["dify"]["calls"] == 5
+
+
+def test_the_endpoint_honours_retry_after_and_backs_off_on_overload(project):
+    slept: list[float] = []
+    with dify_server(project) as server:
+        endpoint = Endpoint(
+            server.base_url,
+            headers={"Authorization": f"Bearer {DATASET_KEY}"},
+            timeout_s=0.5,
+            max_concurrency=4,
+            retry=RetryPolicy(max_attempts=4, sleep=slept.append),
+        )
+        server.inject(Fault("429", 7), Fault("slow", 1.0))
+        usage = Usage()
+        path = f"/datasets/{server.dataset_id}/retrieve"
+        reply = endpoint.request("POST", path, json_body={"query": "cfg value"}, usage=usage, step="test")
+        assert reply["records"][0]["segment"]["content"].startswith("### Cfg value")
+        assert usage.retries == 2 and usage.calls == 1 and slept[0] >= 7  # Retry-After wins over the backoff
+
+        server.inject(*[Fault("500")] * 4)
+        with pytest.raises(EndpointError, match="gave up after 4 attempts"):
+            endpoint.request("POST", path, json_body={"query": "cfg value"}, usage=usage, step="test")
+        wrong = Endpoint(server.base_url, headers={"Authorization": "Bearer app-x"}, timeout_s=5, max_concurrency=1)
+        with pytest.raises(EndpointError, match="401 unauthorized: Access token is invalid") as e:
+            wrong.request("GET", "/datasets", usage=Usage(), step="test")
+        assert e.value.status == 401
+
+
+def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(project, keys):
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
+        first = evaluate("dify-app", root=project)
+        asked = len(server.replies("chat_messages"))
+        again = evaluate("dify-app", root=project)
+        assert len(server.replies("chat_messages")) == asked == 5, "an unchanged re-run asks nothing"
+        assert again.accounting["agent"]["dify"]["cached"] == 5
+        assert [r.retrieval for r in again.records] == [r.retrieval for r in first.records]
+        evaluate("dify-app", root=project, use_cache=False)
+        assert len(server.replies("chat_messages")) == 10
+
+
+def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys):
+    from ragtrack.api import Progress
+
+    seen: list[str] = []
+
+    def crash_after_two(record):
+        seen.append(record.id)
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # the process dies here
+
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
+        with pytest.raises(KeyboardInterrupt):
+            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after_two))
+        report = evaluate("dify-app", root=project, use_cache=False)
+    assert report.resumed == 2 and report.complete and len(report.records) == 5
+    assert len(server.replies("chat_messages")) == 5, "each question was asked once across both processes"
+
+
+def test_the_app_key_never_reaches_params_tags_artifacts_logs_or_caches(project, keys, caplog):
+    caplog.set_level(logging.DEBUG)
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
+        report = evaluate("dify-app", root=project)
+    assert server.exchanges[-1].request.headers["authorization"] == f"Bearer {APP_KEY}"  # it was sent...
+    files = [p for p in project.rglob("*") if p.is_file()]
+    assert any("agents" in p.parts for p in files) and any("mlruns" in p.parts for p in files)
+    assert not [p for p in files if APP_KEY[4:].encode() in p.read_bytes()]  # ...and written nowhere
+    assert APP_KEY not in caplog.text and APP_KEY not in str(report.params)
+
+
+# ---------------------------------------------------------------------------------------- RAGFlow
+def ragflow_server(project: Path, **kw) -> RagflowServer:
+    return RagflowServer(project / "golden" / "kb", api_key=RAGFLOW_KEY, max_chars=300, **kw)
+
+
+def ragflow_agent(server: RagflowServer) -> str:
+    return (
+        f'kind = "ragflow"\nbase_url = "{server.base_url}"\napi_key_env = "RAGFLOW_KEY"\nchat_id = "{server.chat_id}"\n'
+    )
+
+
+def ragflow_chunks(body) -> list[str]:
+    return [c["id"] for c in body["choices"][0]["message"]["reference"]]
+
+
+def chunk_ids(body) -> list[str]:
+    return [c["id"] for c in body["data"]["chunks"]]
+
+
+def test_a_ragflow_assistant_answers_with_references_mapped_by_text(project, keys):
+    with ragflow_server(project) as server:
+        write_spec(project, "ragflow-app", ragflow_agent(server))
+        report = evaluate("ragflow-app", root=project)
+    sent = server.exchanges[0].request
+    assert sent.path == f"/api/v1/chats_openai/{server.chat_id}/chat/completions"
+    assert sent.body["stream"] is False and sent.body["model"] == "model"
+    assert sent.body["reference"] is True and sent.body["extra_body"] == {"reference": True}  # both versions' flags
+    check_against_server(report, server, "chat_completions", ragflow_chunks, RAGFLOW_SEGMENTS)
+    assert all("[ID:" not in r.answer for r in report.records)  # citation marks are not part of the answer
+    assert report.params["mode"] == "chat" and report.accounting["agent"]["ragflow"]["tokens_in"] > 0
+
+
+def test_ragflow_on_either_chat_path_and_through_the_retrieval_api(project, keys):
+    with ragflow_server(project, chat_routes=("openai",)) as server:  # a RAGFlow without the old path
+        write_spec(project, "ragflow-new", ragflow_agent(server))
+        report = evaluate("ragflow-new", root=project)
+    assert report.complete and not any(r.errors for r in report.records)
+    statuses = [x.response.status for x in server.exchanges]
+    # Each of the (up to 4) first requests in flight falls back once; then the path is remembered.
+    assert statuses.count(200) == 5 and 1 <= statuses.count(404) <= 4 and statuses[-1] == 200
+    assert server.exchanges[-1].request.path.startswith("/api/v1/openai/")
+
+    with ragflow_server(project) as server:
+        agent = (
+            f'kind = "ragflow"\nbase_url = "{server.base_url}/api/v1"\napi_key_env = "RAGFLOW_KEY"\n'
+            f'retrieval_only = true\ndataset_ids = ["{server.dataset_id}"]\npage_size = 3\nsimilarity_threshold = 0.0\n'
+        )
+        write_spec(project, "ragflow-retrieval", agent)
+        report = evaluate("ragflow-retrieval", root=project)
+    body = server.exchanges[0].request.body
+    assert body["dataset_ids"] == [server.dataset_id] and body["page_size"] == 3 and body["highlight"] is False
+    check_against_server(report, server, "retrieval", chunk_ids, RAGFLOW_SEGMENTS, k=3)  # top_k: page_size
+
+
+def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(project, keys, monkeypatch):
+    monkeypatch.setenv("RAGFLOW_KEY", "ragflow-not-the-right-key")
+    with ragflow_server(project, old=True) as server:
+        write_spec(project, "ragflow-app", ragflow_agent(server))
+        report = evaluate("ragflow-app", root=project)
+    assert len(server.exchanges) == 5, "a refused key is not retried"
+    assert all(r.retrieval == {} for r in report.records)
+    assert "API key is invalid" in report.records[0].errors[0] and report.metrics["agent_errors"] == 5
+
+    monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
+    with ragflow_server(project) as server:
+        write_spec(project, "ragflow-app", ragflow_agent(server) + "max_concurrency = 1\n")
+        server.inject(Fault("no_reference"))
+        report = evaluate("ragflow-app", root=project, use_cache=False)
+    assert "no reference" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 4
+
+
+# ---------------------------------------------------------------------------------------- any endpoint
+class AskServer(LoopbackServer):
+    """Somebody's own RAG service: POST /ask → {"data": {"answer", "sources": [{chunk_id, text, score}]}}."""
+
+    ROUTES = [("POST", r"/ask", "ask")]
+
+    def __init__(self, kb: Path, token: str):
+        super().__init__()
+        self.token, self.knowledge = token, Knowledge(kb, dify_chunks, 200)
+
+    def error(self, status: int, code: str, message: str) -> Response:
+        return Response(status, {"error": {"code": code, "message": message}})
+
+    def ask(self, request: Request) -> Response:
+        if bearer(request) != self.token:
+            return self.error(401, "auth", "bad token")
+        hits = self.knowledge.search(request.body["q"], request.body["k"])
+        sources = [{"chunk_id": s.id, "text": s.text, "score": score} for s, score in hits]
+        return Response(200, {"data": {"answer": hits[0][0].text.split("\n")[-1], "sources": sources}})
+
+
+def test_any_json_endpoint_with_a_body_template_and_json_paths(project, keys, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-7f6e5d4c3b2a1908")
+    with AskServer(project / "golden" / "kb", "tok-7f6e5d4c3b2a1908") as server:
+        agent = (
+            f'kind = "http"\nurl = "{server.base_url}/ask"\n'
+            'headers = { Authorization = "Bearer ${MY_SERVICE_TOKEN}", X-Team = "search" }\n'
+            'body = { q = "{question}", k = 2, tags = ["eval", "{question}"] }\n'
+            'answer_path = "data.answer"\ncontexts_path = "data.sources"\ncontext_id = "chunk_id"\n'
+        )
+        write_spec(project, "my-service", agent)
+        report = evaluate("my-service", root=project)
+    first = server.exchanges[0].request
+    assert first.headers["x-team"] == "search" and first.body["tags"][1] == first.body["q"]
+    assert report.params["spec.agent.headers.Authorization"] == "Bearer ${MY_SERVICE_TOKEN}"  # the template only
+    check_against_server(report, server, "ask", lambda b: [s["chunk_id"] for s in b["data"]["sources"]], DIFY_SEGMENTS)
+
+
+# ---------------------------------------------------------------------------------------- Python
+CALLABLE = '''
+def answer(question):
+    """A toy RAG function: the corpus sentence about cfg, whatever the question."""
+    text = "The cfg value defaults to 8.0 and sets how closely the prompt is followed."
+    return {"answer": text, "contexts": [
+        {"id": "c1", "text": text, "doc_id": "guides/sampler.md", "score": 0.9},
+        {"id": "c2", "text": "Nothing in the corpus reads like this sentence at all."},
+    ]}
+'''
+
+RUNNABLE = """
+from langchain_core.documents import Document
+from langchain_core.runnables import RunnableLambda
+
+
+def _chain(inputs):
+    docs = [
+        Document(page_content="Full checkpoints go in models/checkpoints and load with the checkpoint loader.",
+                 metadata={"source": "kb/guides/models.md", "chunk_id": "ckpt"}),
+        Document(page_content="The preview node shows images without saving them."),
+    ]
+    return {"query": inputs["query"], "result": "Put them in models/checkpoints.", "source_documents": docs}
+
+
+chain = RunnableLambda(_chain)
+"""
+
+
+def test_a_python_callable_and_a_langchain_runnable(project):
+    (project / "toy_rag_fn.py").write_text(CALLABLE)
+    declared = 'prompt_file = "prompts/answer_plain.md"'  # a declared prompt: hashed and logged
+    write_spec(project, "py-fn", 'kind = "python"\ntarget = "toy_rag_fn:answer"\nmax_concurrency = 2\n', declared)
+    report = evaluate("py-fn", root=project)
+    prompt = (project / "pipelines" / "prompts" / "answer_plain.md").read_text()
+    assert report.params["prompt_hash"] == hashlib.sha256(prompt.encode()).hexdigest()[:12]
+    assert report.params["spec.prompt.declared.prompt_file.hash"] == report.params["prompt_hash"]
+    record = report.records[0]
+    assert [c.passage_ids for c in record.contexts] == [[CFG], []]
+    assert [c.mapping for c in record.contexts] == ["text 1.00", "unmapped"]
+    assert record.retrieved_passage_ids == [CFG, "unmapped:c2"]
+    assert report.metrics["unmapped_share"] == 0.5 and report.params["target_type"] == "callable"
+    a1 = next(r for r in report.records if r.id == "a1")  # GT: the cfg passage → found at rank 1 of 2
+    assert a1.retrieval == pytest.approx(by_hand([[CFG], ["unmapped:c2"]], [CFG]))
+    assert a1.retrieval["context_precision"] == 0.5
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "py-fn"])
+    assert result.exit_code == 0 and "50% of the retrieved contexts map to no corpus passage" in result.output
+
+    (project / "toy_rag_chain.py").write_text(RUNNABLE)
+    write_spec(project, "py-chain", 'kind = "python"\ntarget = "toy_rag_chain:chain"\ninput_key = "query"\n')
+    report = evaluate("py-chain", root=project)
+    record = report.records[0]
+    assert record.answer == "Put them in models/checkpoints." and report.params["target_type"] == "runnable"
+    assert [c.unit_id for c in record.contexts] == ["ckpt", "context@2"]
+    assert [c.passage_ids for c in record.contexts] == [[CHECKPOINTS], ["notes.txt"]]
+
+
+def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
+    (project / "toy_rag_bad.py").write_text(
+        "def boom(q):\n    raise RuntimeError('index not loaded')\n\ndef text_only(q):\n    return 'just words'\n"
+    )
+    write_spec(project, "py-boom", 'kind = "python"\ntarget = "toy_rag_bad:boom"\n')
+    report = evaluate("py-boom", root=project)
+    assert report.complete and report.records[0].errors == ["python: RuntimeError: index not loaded"]
+    write_spec(project, "py-text", 'kind = "python"\ntarget = "toy_rag_bad:text_only"\n')
+    report = evaluate("py-text", root=project)
+    assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
+
+
+def test_an_agent_that_keeps_failing_stops_the_run_cleanly(project):
+    import json
+
+    golden = project / "golden" / "golden.jsonl"
+    first = json.loads(golden.read_text().splitlines()[0])
+    golden.write_text("".join(json.dumps({**first, "id": f"q{n}"}) + "\n" for n in range(12)))
+    (project / "toy_rag_down.py").write_text("def answer(q):\n    raise ConnectionError('index server down')\n")
+    write_spec(project, "py-down", 'kind = "python"\ntarget = "toy_rag_down:answer"\n')
+    report = evaluate("py-down", root=project)
+    assert not report.complete and "8 python calls failed in a row" in report.stopped_early
+    assert len(report.records) == 7 and all(r.errors for r in report.records)  # the 8th stopped the run
+
+
+# ---------------------------------------------------------------------------------------- specs
+@pytest.mark.parametrize(
+    "agent, message",
+    [
+        ('kind = "dify"\nbase_url = "http://x/v1"\napi_key_env = "K"\ntopk = 3', "agent.topk: unknown key"),
+        ('kind = "dify"\nbase_url = "http://u:p@x/v1"\napi_key_env = "K"', "agent.base_url: the URL holds credentials"),
+        ('kind = "dify"\nbase_url = "http://x/v1"\napi_key_env = "K"\nretrieval_only = true', "needs dataset_id"),
+        ('kind = "ragflow"\nbase_url = "http://x"\napi_key_env = "K"', "chat_id is required"),
+        ('kind = "http"\nurl = "http://x/ask?api_key=abc"', "agent.url: the URL's query holds 'api_key'"),
+        ('kind = "python"\ntarget = "no colon"', "agent.target"),
+        ('kind = "python"\ntarget = "m:f"\n\n[declared]\nprompt_file = "../../x.md"', "declared.prompt_file: "),
+    ],
+)
+def test_spec_errors_name_their_key(project, agent, message):
+    write_spec(project, "bad", agent)
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        load_spec("bad", project / "pipelines")
+
+
+def test_a_missing_key_variable_or_module_is_one_line_naming_the_field(project, monkeypatch):
+    monkeypatch.delenv("DIFY_APP_KEY", raising=False)
+    write_spec(project, "dify-app", DIFY_AGENT.format(url="http://127.0.0.1:9/v1", n=1))
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-app"])
+    assert result.exit_code == 2 and "agent.api_key_env: environment variable DIFY_APP_KEY is not set" in result.output
+    write_spec(project, "py-missing", 'kind = "python"\ntarget = "no_such_module_here:fn"\n')
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "py-missing"])
+    assert result.exit_code == 2 and "agent.target: cannot load no_such_module_here:fn" in result.output
+    assert "Traceback" not in result.output

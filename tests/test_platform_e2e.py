@@ -1,0 +1,99 @@
+"""The README's Dify walkthrough, run as written against the loopback Dify server: import the
+knowledge base, write the golden set against the imported passages, evaluate the app and v1 on the
+same corpus, compare, promote. The app's per-item retrieval metrics must equal a hand computation
+from the segments the server returned, mapped through the imported ID table."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from ragtrack.config import load_config
+from ragtrack.testing.dify_server import from_args
+from ragtrack.tracking.store import open_store
+
+from .test_platform_agents import by_hand, dify_segments, question_of
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def walkthrough(name: str) -> str:
+    """The shell block under ``<!-- walkthrough: name -->`` in README.md."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- walkthrough: {re.escape(name)} -->\n```sh\n(.*?)```", readme, re.DOTALL)
+    assert match, f"README.md has no walkthrough block {name!r}"
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "pipelines", project / "pipelines")
+    shutil.copytree(REPO / "golden", project / "golden")
+    monkeypatch.chdir(project)
+
+    # Terminal 1 runs in this process, on a free port instead of 8080, so its replies can be checked.
+    command = shlex.split(walkthrough("dify server").replace("\\\n", " "), comments=True)
+    assert command[:3] == ["python", "-m", "ragtrack.testing.dify_server"]
+    argv = command[3:]
+    argv[argv.index("--port") + 1] = "0"
+    with from_args(argv) as server:
+        port = server.base_url.split(":")[2].split("/")[0]
+        example = project / "pipelines" / "examples" / "dify-app.toml"
+        example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
+        script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+        # `ragtrack` is this checkout's CLI, however the package was installed; the shell is a fresh one.
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
+        (bin_dir / "ragtrack").chmod(0o755)
+        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(REPO))
+        done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True)
+        out = done.stdout + done.stderr
+        assert "error:" not in out and "Traceback" not in out, out
+        assert "ok 8 items, 671 passages in 35 documents" in out and "v1 promoted" in out, out
+
+        # The import: one passage per segment, and the ID table maps each segment to it.
+        passage_of = {s.id: f"{s.document.name}#{s.position}" for s in server.knowledge.segments}
+        table = json.loads((project / "golden" / "dify-kb.ids.json").read_text())
+        assert table["segments"] == {sid: [pid] for sid, pid in passage_of.items()}
+
+        # The app's metrics, item by item, from the segments the server returned.
+        store = open_store(load_config(project))
+        app = store.latest_eval("dify-app")
+        replies = {question_of(x.request.body): x.response.body for x in server.replies("chat_messages")}
+        records = store.records(app.run_id)
+        assert len(records) == 8 and not any(r.errors for r in records)
+        for record in records:
+            units = [[passage_of[seg]] for seg in dify_segments(replies[record.question])]
+            assert [c.passage_ids for c in record.contexts] == units, record.id
+            assert {c.mapping for c in record.contexts} == {"id_table"}
+            assert record.retrieval == pytest.approx(by_hand(units, record.gt_context_ids)), record.id
+
+        # v1 ran on the same corpus and golden set; promote decided by the rule, exit status included.
+        v1 = store.latest_eval("v1", app.golden_digest, app.judge_identity)
+        wins = app.metrics["correctness"] > v1.metrics["correctness"]
+        wins = wins and app.metrics["groundedness"] >= v1.metrics["groundedness"]
+        assert ("dify-app promoted" in out) == wins and ("dify-app refused" in out) != wins, out
+        assert done.returncode == (0 if wins else 1)
+        assert "v1 vs dify-app" in out and "comparison run" in out
+
+        # The registered model of the app answers through the app.
+        monkeypatch.setenv("DIFY_APP_KEY", "app-demo-key")
+        mlflow.set_tracking_uri(store.tracking_uri)
+        asked = len(server.replies("chat_messages"))
+        [answer] = mlflow.pyfunc.load_model(f"models:/rag-agent/{app.model_version}").predict(
+            ["Which widget of VAE Decode (Tiled) saves memory?"]
+        )
+        assert answer["answer"] and answer["retrieved_ids"][0] in passage_of.values()
+        assert len(server.replies("chat_messages")) == asked + 1
