@@ -84,15 +84,16 @@ class TextVectors:
     vectors: np.ndarray
 
 
-def save_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors) -> None:
+def save_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None = None) -> None:
     """Write atomically (temp folder, then rename): a half-written entry would poison later runs."""
     with atomic_folder(folder) as tmp:
         payload = {"chunks": [asdict(c) for c in units.chunks], "parents": [asdict(c) for c in units.parents.values()]}
         (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         if dense is not None:
             faiss.write_index(dense.store.index, str(tmp / "dense.faiss"))
-        (tmp / "texts.json").write_text(json.dumps(known.texts, ensure_ascii=False), encoding="utf-8")
-        np.save(tmp / "texts.npy", known.vectors, allow_pickle=False)
+        if known is not None:
+            (tmp / "texts.json").write_text(json.dumps(known.texts, ensure_ascii=False), encoding="utf-8")
+            np.save(tmp / "texts.npy", known.vectors, allow_pickle=False)
 
 
 def load_index(
@@ -104,9 +105,13 @@ def load_index(
         index = faiss.read_index(str(folder / "dense.faiss")) if need_dense else None
         chunks = [chunk_from_json(r) for r in data["chunks"]]
         parents = {r["id"]: chunk_from_json(r) for r in data["parents"]}
-        known = TextVectors(
-            json.loads((folder / "texts.json").read_text(encoding="utf-8")),
-            np.load(folder / "texts.npy", allow_pickle=False),
+        known = (
+            TextVectors(
+                json.loads((folder / "texts.json").read_text(encoding="utf-8")),
+                np.load(folder / "texts.npy", allow_pickle=False),
+            )
+            if (folder / "texts.json").exists()
+            else TextVectors([], np.zeros((0, 0), dtype=np.float32))
         )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
