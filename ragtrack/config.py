@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
 
@@ -18,6 +18,9 @@ from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.files import read_text
 from ragtrack.llm.accounting import Price
 from ragtrack.secrets import declare
+
+if TYPE_CHECKING:
+    from ragtrack.corpus import Corpus
 
 Number = Annotated[StrictFloat | StrictInt, Field(ge=0)]
 
@@ -37,6 +40,11 @@ class ProjectSection(_Strict):
     experiment: str = "ragtrack"
     registered_model: str = "rag-agent"
     cache_dir: str = ".ragtrack/cache"
+
+
+class CorpusSection(_Strict):
+    # A heading section longer than this is split at paragraphs (see ragtrack.corpus).
+    max_passage_chars: int = Field(default=1500, gt=0)
 
 
 class EvalSection(_Strict):
@@ -68,6 +76,7 @@ class PriceSpec(_Strict):
 class ProjectConfig(_Strict):
     root: Path = Path(".")
     project: ProjectSection = ProjectSection()
+    corpus: CorpusSection = CorpusSection()
     eval: EvalSection = EvalSection()
     profiles: dict[str, Profile] = {}
     prices: dict[str, PriceSpec] = {}
@@ -93,6 +102,17 @@ class ProjectConfig(_Strict):
     @property
     def cache_dir(self) -> Path:
         return self.path(self.project.cache_dir)
+
+    def load_corpus(self, path: str | Path | None = None) -> Corpus:
+        """The project's corpus (or the one at ``path``), split as ``[corpus]`` says."""
+        from ragtrack.corpus import load_corpus
+
+        target = Path(path) if path else self.path(self.project.corpus)
+        if not target.exists() and not path and not (self.root / CONFIG_FILE).is_file():
+            raise InputError(
+                [Problem(str(target), "corpus not found; `ragtrack init --corpus <your documents>` starts a project")]
+            )
+        return load_corpus(target, self.corpus.max_passage_chars)
 
 
 def load_config(root: str | Path = ".") -> ProjectConfig:

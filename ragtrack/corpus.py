@@ -5,19 +5,46 @@ against one golden set. That only works if the golden set names *canonical*
 passages whose IDs do not depend on any version's chunking. This module
 defines them:
 
-* a JSONL file: one passage per line, ``{"id", "text", "title"?, "doc_id"?}``;
-  passages sharing a ``doc_id`` form one document (joined by a blank line);
-* a folder of Markdown / text files: one passage per heading section, with
-  ID ``<relative/path.md>#<slug>/<slug>/...`` (the heading path), identical on
-  every machine.
+* a passage file — JSONL (one passage per line) or a ``.json`` array of
+  passages — ``{"id", "text", "title"?, "doc_id"?}``; passages sharing a
+  ``doc_id`` form one document (joined by a blank line);
+* a folder of ``.md`` / ``.markdown`` / ``.txt`` files: one passage per heading
+  section, with ID ``<relative/path>#<slug>/<slug>/...`` (the heading path),
+  identical on every machine.
 
-Each passage knows its character span inside its document, so a version's
-chunk (itself a span) can be mapped back to the passages it covers.
+**Headings.** A document with Markdown headings (``#`` … ``######`` at the start
+of a line) is split at those. A document without any is split at numbered
+headings, the way Chinese (and many plain-text) documents are written:
+``一、`` / ``第一章`` / ``（一）`` / ``1.`` ``1、`` / ``1.1`` / ``1.1.1`` / ``（1）``. Each
+style (and each depth of ``1.1.1``) takes the next heading level the first time
+it appears, so ``一、`` → ``（一）`` and ``一、`` → ``1.1`` both nest. A numbered line
+is a heading only when it reads like one: a title of at most
+:data:`MAX_TITLE_CHARS` characters that does not end in sentence or clause
+punctuation (``。！？；：，`` …), and not one of a run of consecutive lines
+numbered in the same style (that is a list). ``1. 确认网关在线。`` is a list item;
+``1.1 产品简介`` is a heading. The numbering marker is not part of the ID — the
+slug of ``二、安装与联网`` is ``安装与联网`` — so renumbering sections keeps IDs.
+
+**Code.** Lines inside fenced code (```` ``` ```` / ``~~~``) or an indented code
+block (4 spaces or a tab after a blank line) are never headings. Heading-like
+lines found there are reported, as is a fence that never closes.
+
+**Long sections.** A section longer than ``max_passage_chars`` (default
+:data:`DEFAULT_MAX_PASSAGE_CHARS`) is split at paragraph boundaries (blank
+lines): one passage per paragraph, the first keeping the section's ID and the
+others numbered ``<id>~p2``, ``<id>~p3`` …; a paragraph that is still too long
+is cut at line breaks, then at sentence ends, packed up to the limit.
+
+Loading never hides a surprise: a document without headings, a split section
+and heading-like lines in code are :attr:`Corpus.warnings` (file, line), which
+the CLI prints. Each passage knows its character span inside its document, so
+a version's chunk (itself a span) can be mapped back to the passages it covers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -29,8 +56,27 @@ from ragtrack.files import read_jsonl, read_text
 from ragtrack.text import language_of
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+PASSAGE_SUFFIXES = (".jsonl", ".ndjson", ".json")
+DEFAULT_MAX_PASSAGE_CHARS = 1500
+MAX_TITLE_CHARS = 40
+
+_ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_INDENTED = re.compile(r"^(?: {4}|\t)")
+_CN_NUM = "[一二三四五六七八九十百零〇两]+"
+# Numbered heading styles: name → pattern with the marker in ``m`` and the title in ``t``.
+_NUMBERED = {
+    "chapter": re.compile(rf"^\s*(?P<m>第(?:{_CN_NUM}|\d+)[章节部分篇])[ \t　]*(?P<t>.*?)\s*$"),
+    "cn": re.compile(rf"^\s*(?P<m>{_CN_NUM}[、．.])[ \t　]*(?P<t>\S.*?)\s*$"),
+    "cn_paren": re.compile(rf"^\s*(?P<m>[（(]{_CN_NUM}[）)])[ \t　]*(?P<t>\S.*?)\s*$"),
+    # 1.1 / 1.1.1 then a space, a dot or a CJK title (so "2.4GHz" is not one); 1. / 1、 then anything
+    "num": re.compile(
+        r"^\s*(?P<m>\d{1,3}(?:[.．]\d{1,3})+(?:[.．]|[ \t　]+|(?=[\u4e00-\u9fff]))|\d{1,3}[.．、](?!\d))"
+        r"[ \t　]*(?P<t>\S.*?)\s*$"
+    ),
+    "num_paren": re.compile(r"^\s*(?P<m>[（(]\d{1,3}[）)])[ \t　]*(?P<t>\S.*?)\s*$"),
+}
+_CLAUSE_END = tuple("。！？；：，、.!?;:,…")
 
 
 @dataclass(frozen=True)
@@ -51,6 +97,7 @@ class Document:
     id: str
     text: str
     passages: tuple[Passage, ...]
+    sectioned: bool = False  # split at headings (False: a heading-less text, or passages from a passage file)
 
     @property
     def title(self) -> str:
@@ -59,10 +106,11 @@ class Document:
 
 @dataclass
 class Corpus:
-    """Documents and their passages, indexed by ID."""
+    """Documents and their passages, indexed by ID, and what loading them had to warn about."""
 
     source: str
     documents: dict[str, Document]
+    warnings: list[Problem] = field(default_factory=list)
     passages: dict[str, Passage] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,71 +159,195 @@ def slugify(text: str) -> str:
     return re.sub(r"[^\w]+", "-", text).strip("-_") or "section"
 
 
-def load_corpus(path: str | Path) -> Corpus:
-    """Load a JSONL passage file or a folder of Markdown/text files."""
+def load_corpus(path: str | Path, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS) -> Corpus:
+    """Load a passage file (``.jsonl`` or a ``.json`` array) or a folder of Markdown/text files."""
     path = Path(path)
     if path.is_dir():
-        return _load_folder(path)
-    if path.is_file() and path.suffix in (".jsonl", ".ndjson"):
-        return _load_jsonl(path)
+        return _load_folder(path, max_passage_chars)
+    if path.is_file() and path.suffix.lower() in PASSAGE_SUFFIXES:
+        return _load_passages(path)
     if path.is_file():
-        raise InputError([Problem(str(path), "a corpus is a .jsonl file or a folder of .md/.txt")])
+        raise InputError(
+            [Problem(str(path), "a corpus is a .jsonl (or .json array) passage file, or a folder of .md/.txt files")]
+        )
     raise InputError([Problem(str(path), "corpus not found")])
 
 
-def _load_folder(root: Path) -> Corpus:
+def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
     files = sorted(
         (p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES),
         key=lambda p: p.relative_to(root).as_posix(),
     )
     if not files:
-        raise InputError([Problem(str(root), "no .md or .txt files in the corpus folder")])
-    documents = {}
+        raise InputError([Problem(str(root), "no .md, .markdown or .txt files in the corpus folder")])
+    documents, warnings = {}, []
     for f in files:
         rel = f.relative_to(root).as_posix()
-        doc = split_markdown(rel, read_text(f, normalize=True))
+        doc, found = split_document(rel, read_text(f, normalize=True), max_passage_chars)
+        warnings += [Problem(str(f), w.message, w.line, w.field) for w in found]
         if doc.passages:
             documents[rel] = doc
-    return Corpus(source=str(root), documents=documents)
+    return Corpus(source=str(root), documents=documents, warnings=warnings)
 
 
-def split_markdown(doc_id: str, text: str) -> Document:
-    """Split one Markdown/text document into passages, one per heading section.
+# ---------------------------------------------------------------- headings
 
-    A section runs from its heading line to the next heading of any level, so
-    an ``##`` section's own passage holds its intro text and each ``###`` below
-    it is a passage of its own. Sections with no body text are skipped (their
-    heading still names their children). Headings inside fenced code are text.
+
+@dataclass(frozen=True)
+class _Heading:
+    line: int  # 0-based line number
+    style: str  # "atx1".."atx6", or a numbered style with its depth: "num2", "cn_paren1"
+    title: str  # without the numbering marker
+
+
+def _numbered(line: str) -> tuple[str, str] | None:
+    """(style with depth, title) when ``line`` starts with a numbering marker; None otherwise."""
+    for name, pattern in _NUMBERED.items():
+        m = pattern.match(line)
+        if m:
+            marker = m.group("m").strip()
+            if name == "num":
+                style = f"num{re.sub(r'[.．、]$', '', marker).replace('．', '.').count('.') + 1}"
+            elif name == "chapter":
+                style = f"chapter{marker[-1]}"  # 第一章 and 第一节 are different levels
+            else:
+                style = name
+            return style, m.group("t") or marker
+    return None
+
+
+def _strip_marker(title: str) -> str:
+    """A Markdown heading's title without a leading numbering marker (``## 1.1 概述`` → ``概述``)."""
+    found = _numbered(title)
+    return found[1] if found and found[1] != title else title
+
+
+def _code_lines(lines: list[str]) -> tuple[set[int], int | None]:
+    """Line numbers inside fenced or indented code, and the line of a fence that never closes.
+
+    An indented block starts after a blank line; a column-0 ``#`` line between two of its
+    lines (a shell or Python comment pasted flush left) belongs to it too.
+    """
+    code: set[int] = set()
+    fence: int | None = None
+    previous_blank, in_indented = True, False
+    for i, line in enumerate(lines):
+        if fence is not None:
+            code.add(i)
+            if _FENCE.match(line):
+                fence = None
+            continue
+        if _FENCE.match(line):
+            fence, in_indented = i, False
+            code.add(i)
+            continue
+        blank = not line.strip()
+        indented = bool(_INDENTED.match(line)) and not blank
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if indented and (previous_blank or in_indented):
+            in_indented = True
+            code.add(i)
+        elif in_indented and line.startswith("#") and _INDENTED.match(following) and following.strip():
+            code.add(i)
+        elif not blank:
+            in_indented = False
+        previous_blank = blank
+    return code, fence
+
+
+def _reads_as_title(text: str) -> bool:
+    """One short line that does not end like a sentence: a document's title, not a passage of its own."""
+    text = text.strip()
+    return "\n" not in text and _is_title(text)
+
+
+def _is_title(title: str) -> bool:
+    return 0 < len(title) <= MAX_TITLE_CHARS and not title.endswith(_CLAUSE_END) and "。" not in title
+
+
+def find_headings(lines: list[str]) -> tuple[list[_Heading], list[Problem]]:
+    """The heading lines of a document (see the module docstring for the rules) and warnings about code."""
+    code, open_fence = _code_lines(lines)
+    warnings: list[Problem] = []
+    if open_fence is not None:
+        unclosed = "code fence opened here never closes: the rest of the file is code"
+        warnings.append(Problem("", unclosed, open_fence + 1))
+    in_code = [i for i in sorted(code) if _ATX.match(lines[i].strip()) or _numbered(lines[i].strip())]
+    in_code = [i for i in in_code if not _FENCE.match(lines[i])]
+    if in_code:
+        warnings.append(
+            Problem(
+                "",
+                f"{len(in_code)} heading-like line(s) inside code blocks are code, not headings "
+                f"(lines {', '.join(str(i + 1) for i in in_code[:5])}{' …' if len(in_code) > 5 else ''})",
+                in_code[0] + 1,
+            )
+        )
+
+    atx = [
+        _Heading(i, f"atx{len(m.group(1))}", _strip_marker(m.group(2).strip()))
+        for i, line in enumerate(lines)
+        if i not in code and (m := _ATX.match(line))
+    ]
+    if atx:
+        return atx, warnings
+
+    candidates = {i: found for i, line in enumerate(lines) if i not in code and (found := _numbered(line))}
+    heads = []
+    for i, (style, title) in candidates.items():
+        in_list = any(candidates.get(j, ("",))[0] == style for j in (i - 1, i + 1))
+        if _is_title(title) and not in_list:
+            heads.append(_Heading(i, style, title))
+    return heads, warnings
+
+
+def _levels(heads: list[_Heading]) -> list[int]:
+    """Markdown levels as written; numbered styles by order of first appearance (1, 2, 3, …)."""
+    order: dict[str, int] = {}
+    out = []
+    for h in heads:
+        if h.style.startswith("atx"):
+            out.append(int(h.style[3:]))
+        else:
+            out.append(order.setdefault(h.style, len(order) + 1))
+    return out
+
+
+# ---------------------------------------------------------------- sections → passages
+
+
+def split_document(
+    doc_id: str, text: str, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS
+) -> tuple[Document, list[Problem]]:
+    """Split one Markdown/text document into passages, one per heading section (long ones split
+    further at paragraphs), and the warnings a user should see (``file`` left empty: the caller's).
+
+    A section runs from its heading line to the next heading of any level, so a
+    level-2 section's own passage holds its intro text and each level-3 section
+    below it is a passage of its own. Sections with no body text are skipped
+    (their heading still names their children).
     """
     lines = text.split("\n")
     offsets, pos = [], 0
     for line in lines:
         offsets.append(pos)
         pos += len(line) + 1
+    heads, warnings = find_headings(lines)
 
-    heads: list[tuple[int, int, str]] = []  # (line number, level, heading text)
-    in_fence = False
-    for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            in_fence = not in_fence
-        elif not in_fence and (m := _HEADING.match(line)):
-            heads.append((i, len(m.group(1)), m.group(2).strip()))
-
-    sections: list[tuple[int, int, tuple[str, ...], str]] = []  # start, end, path, heading line
-    if not heads or heads[0][0] > 0:
-        first = heads[0][0] if heads else len(lines)
-        sections.append((0, offsets[first] if heads else len(text), (), ""))
+    sections: list[tuple[int, int, tuple[str, ...], str, int]] = []  # start, end, path, heading line, line no
+    if not heads or heads[0].line > 0:
+        sections.append((0, offsets[heads[0].line] if heads else len(text), (), "", 0))
     stack: list[tuple[int, str]] = []
-    for n, (line_no, level, title) in enumerate(heads):
+    for n, (head, level) in enumerate(zip(heads, _levels(heads), strict=True)):
         while stack and stack[-1][0] >= level:
             stack.pop()
-        stack.append((level, title))
-        end = offsets[heads[n + 1][0]] if n + 1 < len(heads) else len(text)
-        sections.append((offsets[line_no], end, tuple(t for _, t in stack), lines[line_no]))
+        stack.append((level, head.title))
+        end = offsets[heads[n + 1].line] if n + 1 < len(heads) else len(text)
+        sections.append((offsets[head.line], end, tuple(t for _, t in stack), lines[head.line], head.line))
 
     passages: list[Passage] = []
     seen: dict[str, int] = {}
-    for start, end, path, heading_line in sections:
+    for start, end, path, heading_line, line_no in sections:
         pid = doc_id + ("#" + "/".join(slugify(h) for h in path) if path else "")
         # Count every section, bodiless ones too, so adding a body never renames a sibling.
         seen[pid] = seen.get(pid, 0) + 1
@@ -184,47 +356,193 @@ def split_markdown(doc_id: str, text: str) -> Document:
         body = text[start:end]
         if not body[len(heading_line) :].strip():
             continue
-        # Trim trailing blank lines so spans hold text only.
-        end = start + len(body.rstrip())
-        passages.append(
-            Passage(
-                id=pid,
-                text=text[start:end],
-                doc_id=doc_id,
-                start=start,
-                end=end,
-                title=" > ".join(path),
-                heading_path=path,
+        if not path and heads and _reads_as_title(body):
+            continue  # a title line above the first heading names the document, like a bodiless heading
+        end = start + len(body.rstrip())  # spans hold text only
+        pieces = [(start, end)]
+        if end - start > max_passage_chars:
+            # The heading line stays with the first paragraph of its section.
+            pieces = split_long(text, start + len(heading_line), end, max_passage_chars)
+            pieces[0] = (start, pieces[0][1])
+        if len(pieces) > 1:
+            where = f"section {' > '.join(path)!r}" if path else "the text before the first heading"
+            if not heads:
+                where = "the document (no headings: Markdown #, 一、, （一）, 1.1 …)"
+            warnings.append(
+                Problem(
+                    "",
+                    f"{where} is {end - start} characters (limit {max_passage_chars}): split at paragraphs into "
+                    f"{len(pieces)} passages {pid}, {pid}~p2 … {pid}~p{len(pieces)}",
+                    line_no + 1,
+                )
             )
-        )
-    return Document(id=doc_id, text=text, passages=tuple(passages))
+        for n, (s, e) in enumerate(pieces, start=1):
+            passages.append(
+                Passage(
+                    id=pid if n == 1 else f"{pid}~p{n}",
+                    text=text[s:e],
+                    doc_id=doc_id,
+                    start=s,
+                    end=e,
+                    title=" > ".join(path),
+                    heading_path=path,
+                )
+            )
+    if not heads and len(passages) == 1:
+        warnings.insert(0, Problem("", "no headings (Markdown #, 一、, （一）, 1.1 …): the document is one passage", 1))
+    return Document(id=doc_id, text=text, passages=tuple(passages), sectioned=bool(heads)), warnings
 
 
-def _load_jsonl(path: Path) -> Corpus:
-    lines, problems = read_jsonl(path, read_text(path, normalize=True))
-    rows: list[tuple[int, dict]] = []
+def split_markdown(doc_id: str, text: str, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS) -> Document:
+    """The passages of one document (its warnings dropped: :func:`split_document` returns them)."""
+    return split_document(doc_id, text, max_passage_chars)[0]
+
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t　]*\n")
+_SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])(?=\s)")
+
+
+def split_long(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]]:
+    """Spans of ``text[start:end]``: itself when it fits ``limit``, otherwise one per paragraph,
+    a paragraph still too long cut at line breaks, then at sentence ends (packed up to the limit)."""
+    if end - start <= limit:
+        return [(start, end)]
+    out: list[tuple[int, int]] = []
+    pieces = _pieces(text, start, end, _PARAGRAPH_BREAK)
+    if len(pieces) > 1 and _reads_as_title(text[slice(*pieces[0])]):
+        pieces[:2] = [(pieces[0][0], pieces[1][1])]  # an article's title line stays with its first paragraph
+    for s, e in pieces:
+        if e - s <= limit:
+            out.append((s, e))
+            continue
+        for ls, le in _packed(text, _pieces(text, s, e, re.compile(r"\n")), limit):
+            if le - ls <= limit:
+                out.append((ls, le))
+            else:
+                out += _packed(text, _pieces(text, ls, le, _SENTENCE_END), limit, hard=True)
+    return out
+
+
+def _pieces(text: str, start: int, end: int, separator: re.Pattern) -> list[tuple[int, int]]:
+    """Non-blank pieces of ``text[start:end]`` between separators, as trimmed spans."""
+    out, pos = [], start
+    for m in separator.finditer(text, start, end):
+        out.append((pos, m.start()))
+        pos = m.end()
+    out.append((pos, end))
+    spans = []
+    for s, e in out:
+        piece = text[s:e]
+        if piece.strip():
+            s += len(piece) - len(piece.lstrip())
+            e -= len(piece) - len(piece.rstrip())
+            spans.append((s, e))
+    return spans
+
+
+def _packed(text: str, spans: list[tuple[int, int]], limit: int, hard: bool = False) -> list[tuple[int, int]]:
+    """Consecutive spans joined while the joined span fits ``limit``; ``hard`` cuts what never fits."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and e - out[-1][0] <= limit:
+            out[-1] = (out[-1][0], e)
+        elif hard and e - s > limit:
+            out += [(p, min(p + limit, e)) for p in range(s, e, limit)]
+        else:
+            out.append((s, e))
+    return out
+
+
+# ---------------------------------------------------------------- passage files (JSONL / JSON array)
+
+# Field names other corpus formats use, and the ragtrack field each one stands for.
+_FOREIGN_FIELDS = {
+    "_id": "id",
+    "docid": "id",
+    "pid": "id",
+    "contents": "text",
+    "content": "text",
+    "passage": "text",
+    "body": "text",
+    "document": "text",
+}
+
+
+def _load_passages(path: Path) -> Corpus:
+    text = read_text(path, normalize=True)
+    if path.suffix.lower() == ".json":
+        rows, problems = _json_array(path, text)
+    else:
+        rows, problems = read_jsonl(path, text)
+    kept: list[dict] = []
     first_line: dict[str, int] = {}
-    for n, row in lines:
-        pid, text = row.get("id"), row.get("text")
-        if not isinstance(pid, str) or not pid.strip():
-            problems.append(Problem(str(path), "missing or empty string", n, "id"))
+    for n, row in rows:
+        found = _row_problems(path, n, row)
+        if found:
+            problems += found
             continue
-        if not isinstance(text, str) or not text.strip():
-            problems.append(Problem(str(path), "missing or empty text", n, "text"))
-            continue
+        pid = row["id"]
         if pid in first_line:
             problems.append(Problem(str(path), f"duplicate id {pid!r} (first on line {first_line[pid]})", n, "id"))
             continue
         first_line[pid] = n
-        rows.append((n, row))
+        kept.append(row)
     if problems:
         raise InputError(problems)
-    if not rows:
+    if not kept:
         raise InputError([Problem(str(path), "no passages in the corpus file")])
+    return Corpus(source=str(path), documents=_documents(kept))
 
-    # Passages that share a doc_id become one document, in file order.
+
+def _row_problems(path: Path, n: int, row: dict) -> list[Problem]:
+    """What keeps one passage row from being a passage, naming the field found instead."""
+    problems = []
+    for name, kind in (("id", "string"), ("text", "text")):
+        value = row.get(name)
+        if isinstance(value, str) and value.strip():
+            continue
+        others = [k for k, v in _FOREIGN_FIELDS.items() if v == name and k in row]
+        if value is None and others:
+            message = f"missing; this row has {others[0]!r} (another corpus format): rename it to {name!r}"
+        elif isinstance(value, bool) or value is None or isinstance(value, str):
+            message = "missing or empty string" if name == "id" else "missing or empty text"
+        elif isinstance(value, int | float):
+            message = f'must be a string, found the number {value!r}: write it as "{value}"'
+        else:
+            message = f"must be a {kind}, found {type(value).__name__}"
+        problems.append(Problem(str(path), message, n, name))
+    return problems
+
+
+def _json_array(path: Path, text: str) -> tuple[list[tuple[int, dict]], list[Problem]]:
+    """A ``.json`` corpus: an array of passage objects, each with the line it starts on."""
+    decoder = json.JSONDecoder()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = ": one object per line is JSON Lines, name the file .jsonl" if e.msg == "Extra data" else ""
+        return [], [Problem(str(path), f"bad JSON: {e.msg} (line {e.lineno}, column {e.colno}){hint}", e.lineno)]
+    if not isinstance(data, list):
+        found = f"an object with keys {', '.join(list(data)[:5])}" if isinstance(data, dict) else type(data).__name__
+        return [], [Problem(str(path), f"a .json corpus is an array of passages; found {found}")]
+    rows, problems = [], []
+    pos = text.index("[") + 1
+    for element in data:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        line = text.count("\n", 0, pos) + 1
+        _, pos = decoder.raw_decode(text, pos)
+        if isinstance(element, dict):
+            rows.append((line, element))
+        else:
+            problems.append(Problem(str(path), "each element must be a JSON object", line))
+    return rows, problems
+
+
+def _documents(rows: list[dict]) -> dict[str, Document]:
+    """Passages that share a doc_id become one document, in file order."""
     grouped: dict[str, list[dict]] = {}
-    for _, row in rows:
+    for row in rows:
         grouped.setdefault(str(row.get("doc_id") or row["id"]), []).append(row)
     documents = {}
     for doc_id, members in grouped.items():
@@ -246,4 +564,4 @@ def _load_jsonl(path: Path) -> Corpus:
             parts.append(text)
             pos += len(text) + 2
         documents[doc_id] = Document(id=doc_id, text="\n\n".join(parts), passages=tuple(passages))
-    return Corpus(source=str(path), documents=documents)
+    return documents

@@ -32,6 +32,14 @@ class Problem:
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
+def warning_summary(problems: list[Problem], limit: int = 6) -> list[str]:
+    """Warnings as lines for a person: the first ``limit``, then how many more and where to see them."""
+    lines = [str(p) for p in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"… and {len(problems) - limit} more (`ragtrack corpus ls` lists them all)")
+    return lines
+
+
 class InputError(RagtrackError):
     """One or more problems in an input file (corpus, golden set, spec, config)."""
 

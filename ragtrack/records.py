@@ -24,16 +24,20 @@ RECORD_FORMAT = 2
 UNMAPPED = "unmapped:"
 
 
-def ranked_passage_ids(contexts) -> list[str]:
-    """Canonical IDs in rank order, each at the first position it appears.
+def passage_groups(contexts) -> list[tuple[str, ...]]:
+    """The passages each context covers, in rank order: what retrieval metrics are computed from.
 
     A context that maps to no passage still takes its rank, as ``unmapped:<unit id>``:
     it was retrieved and handed to the generator, and it is relevant to no item, so it
-    counts in precision's denominator and pushes later passages down. ``contexts`` are
+    counts in precision's denominator and pushes later units down. ``contexts`` are
     :class:`ContextRecord` or :class:`ragtrack.agent.RetrievedContext` objects.
     """
-    ids = (pid for c in contexts for pid in (c.passage_ids or (UNMAPPED + c.unit_id,)))
-    return list(dict.fromkeys(ids))
+    return [tuple(c.passage_ids) or (UNMAPPED + c.unit_id,) for c in contexts]
+
+
+def ranked_passage_ids(contexts) -> list[str]:
+    """Canonical IDs in rank order, each at the first position it appears (unmapped contexts included)."""
+    return list(dict.fromkeys(pid for group in passage_groups(contexts) for pid in group))
 
 
 @dataclass

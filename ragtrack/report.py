@@ -100,10 +100,12 @@ def accounting_table(accounting: dict[str, dict[str, dict[str, float]]]) -> Tabl
 
 def comparison_table(report: ComparisonReport) -> Table:
     a, b = report.a.version, report.b.version
+    untestable = any(not r.diff.testable for r in report.rows)
     table = Table(
         title=f"{a} vs {b}  (golden {report.b.golden_digest}, judge {report.b.judge_identity})",
         title_justify="left",
-        caption="Δ = b − a; interval: paired bootstrap 95%; * = excludes 0",
+        caption="Δ = b − a; interval: paired bootstrap 95%; * = the interval excludes 0 and p < 0.05"
+        + ("; rows with n ≤ 5 are never marked (p cannot go below 0.0625)" if untestable else ""),
         caption_justify="left",
     )
     for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "n"):
@@ -180,27 +182,32 @@ def decision_lines(d: Decision) -> list[str]:
 
 
 def versions_table(rows: list[VersionRow]) -> Table:
-    table = Table(title_justify="left")
-    for col in ("version", "model", "spec", "golden", "judge", "recall", "mrr", "correct", "ground", "run"):
-        table.add_column(col, no_wrap=True)
+    """Versions, their last eval per golden set and the champion; fits 80 columns without cutting a
+    marker: IDs are shortened to 7 characters, only the judge column wraps, and the markers (★ champion,
+    * substituted models) sit in the cells that never shrink."""
+    table = Table(title_justify="left", box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold underline")
+    for col in ("version", "model", "spec", "golden", "run", "recall", "mrr", "correct", "ground"):
+        table.add_column(
+            col, no_wrap=True, justify="right" if col in ("recall", "mrr", "correct", "ground") else "left"
+        )
+    table.add_column("judge", overflow="fold", min_width=8)
     for row in rows:
         label = f"{row.version} [bold green]★[/]" if row.champion else row.version
         if not row.last_evals:
-            table.add_row(label, row.model_version, row.spec_hash[:8], "—", "—", "", "", "", "", "no eval yet")
+            table.add_row(label, row.model_version, row.spec_hash[:7], "—", "no eval", "", "", "", "", "—")
         for n, run in enumerate(row.last_evals):
             metrics = run.metrics
-            judge = run.judge_identity.split("|")[0] + ("*" if run.substituted else "")
             table.add_row(
                 label if n == 0 else "",
                 row.model_version if n == 0 else "",
-                row.spec_hash[:8] if n == 0 else "",
-                run.golden_digest[:8],
-                judge,
+                row.spec_hash[:7] if n == 0 else "",
+                run.golden_digest[:7],
+                run.run_id[:7] + ("[bold yellow]*[/]" if run.substituted else ""),
                 fmt(metrics.get("context_recall")),
                 fmt(metrics.get("mrr")),
                 fmt(metrics.get("correctness"), 2),
                 fmt(metrics.get("groundedness"), 2),
-                run.run_id[:8],
+                run.judge_identity.split("|")[0],
             )
     return table
 

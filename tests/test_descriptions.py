@@ -157,8 +157,8 @@ def test_paired_table_shows_difference_interval_and_p_with_per_type_rows_for_the
     gap = "\u00a0" * 3
     cells = [[c.strip("\u00a0 ") for c in line.strip("|").split("|")] for line in lines]
     assert cells[0] == ["metric", "v1", "v5", "Δ v5 − v1", "95% CI", "p", "items"]
-    assert cells[2] == ["correctness (1–5)", "2.00", "2.50", "**+0.500 \\***", "[+0.250, +0.750]", "0.125", "4"]
-    assert cells[3] == ["↳ type A", "2.00", "3.00", "+1.000 \\*", "[+1.000, +1.000]", "0.500", "2"]
+    assert cells[2] == ["correctness (1–5)", "2.00", "2.50", "**+0.500**", "[+0.250, +0.750]", "0.125", "4"]
+    assert cells[3] == ["↳ type A", "2.00", "3.00", "+1.000", "[+1.000, +1.000]", "0.500", "2"]
     assert cells[4] == ["mrr", "0.500", "0.500", "+0.000", "[-0.250, +0.250]", "1.000", "3 of 4"]
     assert len(lines) == 5 and gap in lines[2]
 

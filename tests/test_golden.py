@@ -92,3 +92,20 @@ def test_type_a_key_facts_appear_in_their_gt_text(shipped):
         assert ticked or numbers, f"{item.id}: no key fact marked"
         for fact in ticked + numbers:
             assert fact in gt_text, f"{item.id}: {fact!r} not in its GT passages"
+
+
+def test_the_example_chinese_golden_set_validates_against_its_corpus():
+    from ragtrack.config import load_config
+    from ragtrack.golden import staleness
+
+    root = REPO / "examples" / "zh-kb"
+    corpus = load_config(root).load_corpus()
+    golden = load_golden(root / "golden.jsonl", corpus)
+    assert len(golden) == 20 and {i.type for i in golden.items} == {"A", "B", "C", "D"}
+    assert golden.language == "zh" and staleness(golden, corpus) == []
+    assert all(i.gt_fingerprint for i in golden.items)
+    # Numbered Chinese headings lose their markers; a heading-less file is split at paragraphs.
+    assert "gateway-pro-manual.txt#安装与供电/供电要求" in corpus.passages
+    a5 = next(i for i in golden.items if i.id == "zh-a5")
+    assert a5.gt_context_ids == ("after-sales-service-notes.txt~p3",)
+    assert corpus.passages["after-sales-service-notes.txt~p3"].text.startswith("在官方商城")

@@ -128,3 +128,25 @@ def test_judge_step_offline_uses_the_heuristic():
     step = JudgeStep("judge.relevance", "", judge="relevance")
     verdict = step.offline(JudgeInput("How do I install it?", "How do I install it?", "", ()))
     assert verdict.score == 1
+
+
+def test_chinese_correctness_matches_characters_not_jieba_words():
+    # jieba keeps "林龙松" as one word; the reference's "龙松" is still in the answer's text.
+    gt = "作者是龙松。"
+    score, reason = heuristics.correctness("这本书的作者是林龙松。", gt, "zh")
+    assert score == 5 and reason.startswith("参考答案的")
+    # The other way round, a name the answer lacks is missing: "林龙松" is not in "龙松".
+    assert heuristics.correctness("作者是龙松。", "作者是林龙松。", "zh")[0] < 5
+
+
+def test_heuristic_reasons_follow_the_judge_language():
+    from ragtrack.evaluation.judges import JudgeInput, judge_steps
+
+    inp = JudgeInput(
+        "网关最多接多少个设备？", "网关最多接 64 个子设备。", "最多 64 个子设备。", ("网关最多接 64 个子设备。",)
+    )
+    for language, marker in (("zh", "实词"), ("en", "content words")):
+        steps = judge_steps(language)
+        assert marker in steps["correctness"].offline(inp).reason
+        assert all(steps[j].offline(inp).reason for j in steps)
+    assert heuristics.relevance("网关最多接多少个设备？", "网关最多接多少个设备？", "zh") == (1, "回答只是重复了问题")

@@ -16,6 +16,7 @@ from mlflow.entities import SpanType
 from ragtrack.api import compare, evaluate, promote
 from ragtrack.config import load_config
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.judges import HEURISTIC_VERSION
 from ragtrack.tracking import traces
 from ragtrack.tracking.standings import VERSIONS_VIEW
 from ragtrack.tracking.store import Tag, open_store
@@ -80,7 +81,9 @@ def test_judge_verdicts_are_numeric_feedback_with_the_reason_and_the_golden_item
         for judge, verdict in r.judges.items():
             feedback = found[traces.judge_feedback(judge)]
             assert feedback.value == verdict.score and isinstance(feedback.value, int)
-            assert feedback.rationale == verdict.reason and feedback.source.source_id == "heuristic@h2"
+            assert (
+                feedback.rationale == verdict.reason and feedback.source.source_id == f"heuristic@{HEURISTIC_VERSION}"
+            )
         assert found[traces.retrieval_feedback("context_recall")].value == r.retrieval["context_recall"]
         assert found[traces.retrieval_feedback("reciprocal_rank")].rationale == traces.retrieval_rationale(r)
         assert found[traces.EXPECTED_ANSWER].value == r.gt_answer

@@ -32,14 +32,16 @@ def run(*args, root: Path | None = None):
 # ---------------------------------------------------------------- the metric, against hand-computed values
 
 
-def test_all_hops_at_k_needs_one_member_of_every_group_in_the_first_k_distinct_ids():
+def test_all_hops_at_k_needs_one_member_of_every_group_in_the_first_k_units():
     groups = [["a"], ["b", "z"]]
-    assert all_hops_at_k(["a", "x", "b", "c"], groups, 2) == 0.0  # b is at rank 3
-    assert all_hops_at_k(["a", "x", "b", "c"], groups, 3) == 1.0
-    assert all_hops_at_k(["a", "a", "z"], groups, 2) == 1.0  # duplicates count once: z is rank 2
-    assert all_hops_at_k(["z", "y"], groups, 5) == 0.0  # the first hop is missing
-    assert retrieval_scores(["a"], ["a"], 5)["all_hops_at_k"] is None  # no groups: does not apply
-    assert retrieval_scores(["a", "b"], ["a", "b"], 5, groups)["all_hops_at_k"] == 1.0
+    units = [["a"], ["x"], ["b"], ["c"]]
+    assert all_hops_at_k(units, groups, 2) == 0.0  # b is in unit 3
+    assert all_hops_at_k(units, groups, 3) == 1.0
+    assert all_hops_at_k([["a", "x"], ["z"]], groups, 2) == 1.0  # z stands in for b
+    assert all_hops_at_k([["a"], ["a"], ["z"]], groups, 2) == 0.0  # units rank, not passages: z is unit 3
+    assert all_hops_at_k([["z"], ["y"]], groups, 5) == 0.0  # the first hop is missing
+    assert retrieval_scores([["a"]], ["a"], 5)["all_hops_at_k"] is None  # no groups: does not apply
+    assert retrieval_scores([["a"], ["b"]], ["a", "b"], 5, groups)["all_hops_at_k"] == 1.0
 
 
 def record(item_id: str, kind: str, all_hops: float | None, groups: list[list[str]]) -> ItemRecord:

@@ -23,13 +23,13 @@ def test_fixed_chunks_map_to_the_passages_they_cover(tiny_corpus):
 
 def test_parent_groups_nest_h3_under_h2(tiny_corpus):
     doc = tiny_corpus.documents["guides/sampler.md"]
-    groups = [[p.id.split("#")[1] for p in g] for g in parent_groups(doc.passages, 2)]
+    groups = [[p.id.split("#")[1] for p in g] for _, g in parent_groups(doc, 2, 1500)]
     assert groups == [
         ["sampler-guide"],
         ["sampler-guide/steps"],
         ["sampler-guide/guidance/cfg-value", "sampler-guide/guidance/negative-prompt"],
     ]
-    children, parents = parent_child_chunks(tiny_corpus, 2, 60, 0, 0.5)
+    children, parents = parent_child_chunks(tiny_corpus, 2, 60, 0, 0.5, 1500)
     assert all(ch.parent_id in parents for ch in children)
     guidance = next(p for p in parents.values() if "cfg-value" in " ".join(p.passage_ids))
     assert len(guidance.passage_ids) == 2

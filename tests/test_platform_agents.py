@@ -72,16 +72,25 @@ def write_spec(project: Path, name: str, agent: str, declared: str = "") -> None
 
 
 def by_hand(units: list[list[str]], gt: list[str], k: int | None = None) -> dict[str, float]:
-    """The retrieval metrics of one item, written out: passages in unit order, each at its first rank;
-    nDCG cut at the version's top_k (``k``), or at the number of units it returned."""
+    """The retrieval metrics of one item, written out. Recall and precision count the passages the
+    units cover (each once); the rank metrics rank the units: a unit is a hit when it brings a GT
+    passage no earlier unit brought; nDCG is cut at the version's top_k (``k``), or at the number of
+    units returned, and its ideal has one unit per hit plus one per GT passage never brought."""
     ranked: list[str] = []
     for ids in units:
         ranked += [p for p in ids if p not in ranked]
     found = [p for p in ranked if p in gt]
-    first = next((n for n, p in enumerate(ranked, start=1) if p in gt), None)
+    seen: set[str] = set()
+    hits = []
+    for ids in units:
+        new = set(ids) & set(gt) - seen
+        hits.append(bool(new))
+        seen |= new
+    first = next((n for n, hit in enumerate(hits, start=1) if hit), None)
     k = k or len(units)
-    dcg = sum(1 / math.log2(n + 1) for n, p in enumerate(ranked[:k], start=1) if p in gt)
-    ideal = sum(1 / math.log2(n + 1) for n in range(1, min(len(gt), k) + 1))
+    dcg = sum(1 / math.log2(n + 1) for n, hit in enumerate(hits[:k], start=1) if hit)
+    best = min(sum(hits) + len(set(gt) - seen), k)
+    ideal = sum(1 / math.log2(n + 1) for n in range(1, best + 1))
     return {
         "context_recall": len(found) / len(gt),
         "context_precision": len(found) / len(ranked) if ranked else 0.0,

@@ -349,3 +349,15 @@ def assert_lock_is_exclusive(config, tracking_uri: str | None = None) -> None:
 
 def test_the_promotion_lock_is_exclusive_on_a_local_store(tmp_path):
     assert_lock_is_exclusive(load_config(tmp_path))
+
+
+def test_five_pairs_or_fewer_are_never_marked_significant():
+    from ragtrack.evaluation.stats import compare_paired
+
+    # Every item better by one point: the bootstrap interval excludes 0, yet the smallest p of a
+    # sign-flip test on 5 pairs is 2/32 = 0.0625.
+    five = compare_paired([2, 2, 2, 2, 2], [3, 3, 3, 3, 3])
+    assert five.ci_low > 0 and five.p_value == pytest.approx(0.0625)
+    assert not five.testable and not five.significant
+    six = compare_paired([2] * 6, [3] * 6)
+    assert six.testable and six.significant and six.p_value == pytest.approx(2 / 64)

@@ -1,4 +1,4 @@
-"""Retrieval metrics against values computed by hand."""
+"""Retrieval metrics against values computed by hand, and against trec_eval."""
 
 import math
 
@@ -6,71 +6,107 @@ import pytest
 
 from ragtrack.evaluation.retrieval_metrics import (
     all_hit,
+    all_hops_at_k,
     context_precision,
     context_recall,
-    dedupe,
     hit_rate,
     mean,
     ndcg_at_k,
+    passages_of,
     reciprocal_rank,
+    relevant_units,
 )
 
 GT = ["g1", "g2"]
 
 
+def one_each(*ids):
+    """Units of one passage each (a per-passage retriever): the textbook case."""
+    return [[pid] for pid in ids]
+
+
 def test_perfect_retrieval():
-    assert context_recall(["g1", "g2"], GT) == 1.0
-    assert context_precision(["g1", "g2"], GT) == 1.0
-    assert reciprocal_rank(["g1", "g2"], GT) == 1.0
-    assert ndcg_at_k(["g1", "g2"], GT, 5) == pytest.approx(1.0)
+    units = one_each("g1", "g2")
+    assert context_recall(units, GT) == 1.0
+    assert context_precision(units, GT) == 1.0
+    assert reciprocal_rank(units, GT) == 1.0
+    assert ndcg_at_k(units, GT, 5) == pytest.approx(1.0)
 
 
 def test_partial_retrieval_hand_computed():
-    retrieved = ["x", "g2", "y", "z"]
-    assert context_recall(retrieved, GT) == 0.5  # 1 of 2 GT found
-    assert context_precision(retrieved, GT) == 0.25  # 1 of 4 retrieved is GT
-    assert reciprocal_rank(retrieved, GT) == 0.5  # first GT at rank 2
-    assert hit_rate(retrieved, GT) == 1.0
-    # DCG = 1/log2(3); ideal (2 GT) = 1 + 1/log2(3)
+    units = one_each("x", "g2", "y", "z")
+    assert context_recall(units, GT) == 0.5  # 1 of 2 GT found
+    assert context_precision(units, GT) == 0.25  # 1 of 4 retrieved is GT
+    assert reciprocal_rank(units, GT) == 0.5  # first GT at rank 2
+    assert hit_rate(units, GT) == 1.0
+    # DCG = 1/log2(3); ideal: the relevant unit plus one for the missing g1 → 1 + 1/log2(3)
     expected = (1 / math.log2(3)) / (1 + 1 / math.log2(3))
-    assert ndcg_at_k(retrieved, GT, 4) == pytest.approx(expected)
+    assert ndcg_at_k(units, GT, 4) == pytest.approx(expected)
 
 
 def test_empty_retrieval_scores_zero_not_nan():
     for fn in (context_recall, context_precision, reciprocal_rank, hit_rate):
         assert fn([], GT) == 0.0
     assert ndcg_at_k([], GT, 5) == 0.0
+    assert ndcg_at_k([[], []], GT, 5) == 0.0  # units that map to no passage
 
 
 def test_gt_never_retrieved():
-    retrieved = ["a", "b", "c"]
-    assert context_recall(retrieved, GT) == 0.0
-    assert context_precision(retrieved, GT) == 0.0
-    assert reciprocal_rank(retrieved, GT) == 0.0
-    assert hit_rate(retrieved, GT) == 0.0
-    assert ndcg_at_k(retrieved, GT, 3) == 0.0
+    units = one_each("a", "b", "c")
+    assert context_recall(units, GT) == 0.0
+    assert context_precision(units, GT) == 0.0
+    assert reciprocal_rank(units, GT) == 0.0
+    assert hit_rate(units, GT) == 0.0
+    assert ndcg_at_k(units, GT, 3) == 0.0
 
 
-def test_duplicates_count_once_at_first_rank():
-    # Two chunks mapped to the same passage: it counts once, at rank 1.
-    retrieved = ["g1", "g1", "x", "g2"]
-    assert dedupe(retrieved) == ["g1", "x", "g2"]
-    assert context_precision(retrieved, GT) == pytest.approx(2 / 3)
-    assert reciprocal_rank(["x", "x", "g2"], GT) == 0.5  # rank after dedupe is 2, not 3
-    assert context_recall(retrieved, GT) == 1.0
+def test_a_passage_in_several_units_counts_once_at_its_first_unit():
+    # Two windows over g1 (ranks 1 and 2), then x, then g2.
+    units = [["g1"], ["g1"], ["x"], ["g2"]]
+    assert passages_of(units) == ["g1", "x", "g2"]
+    assert relevant_units(units, GT) == [True, False, False, True]  # the second g1 window adds nothing
+    assert context_precision(units, GT) == pytest.approx(2 / 3)  # passages: g1, x, g2
+    assert context_recall(units, GT) == 1.0
+    assert reciprocal_rank([["x"], ["x"], ["g2"]], GT) == pytest.approx(1 / 3)  # units rank: the third one
+    # DCG = 1 + 1/log2(5); ideal: 2 relevant units, nothing missing → 1 + 1/log2(3)
+    assert ndcg_at_k(units, GT, 4) == pytest.approx((1 + 1 / math.log2(5)) / (1 + 1 / math.log2(3)))
 
 
-def test_ndcg_cuts_at_k():
-    # GT at rank 3 is outside k=2.
-    assert ndcg_at_k(["a", "b", "g1"], GT, 2) == 0.0
+def test_a_large_unit_ranks_the_gt_passage_it_holds_at_its_own_rank():
+    # A parent section covering 13 passages, the GT one eighth in document order: rank 1, not rank 8.
+    parent = [f"s{i}" for i in range(7)] + ["g1"] + [f"s{i}" for i in range(7, 12)]
+    units = [parent, ["y"], ["z"]]
+    assert reciprocal_rank(units, ["g1"]) == 1.0
+    assert ndcg_at_k(units, ["g1"], 3) == 1.0
+    assert hit_rate(units, ["g1"]) == 1.0
+    assert context_recall(units, ["g1"]) == 1.0
+    assert context_precision(units, ["g1"]) == pytest.approx(1 / 15)  # precision still counts passages
+    # One unit holding both GT passages is a perfect ranking...
+    assert ndcg_at_k([["g1", "x", "g2"], ["y"]], GT, 2) == 1.0
+    # ...one holding one of them, the other never retrieved, is not: the ideal has a unit for g2 too.
+    assert ndcg_at_k([["g1", "x"], ["y"]], GT, 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
+
+
+def test_ndcg_cuts_at_k_units():
+    # GT at unit 3 is outside k=2.
+    assert ndcg_at_k(one_each("a", "b", "g1"), GT, 2) == 0.0
     # single GT at rank 1 with |GT| = 1 is perfect
-    assert ndcg_at_k(["g1", "a"], ["g1"], 2) == 1.0
+    assert ndcg_at_k(one_each("g1", "a"), ["g1"], 2) == 1.0
+    # a relevant unit beyond k still counts in the ideal: DCG 1, ideal 1 + 1/log2(3)
+    assert ndcg_at_k([["g1"], ["a"], ["g2"]], GT, 2) == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
 def test_all_hit_needs_every_group():
     groups = [["a", "b"], ["c"]]
     assert all_hit(["b", "c"], groups) == 1.0
     assert all_hit(["a", "b"], groups) == 0.0
+
+
+def test_all_hops_counts_the_first_k_units():
+    groups = [["a"], ["b"]]
+    assert all_hops_at_k([["x", "a"], ["b"]], groups, 2) == 1.0
+    assert all_hops_at_k([["x"], ["a"], ["b"]], groups, 2) == 0.0  # b is in unit 3
+    assert all_hops_at_k([["a", "b", "x", "y"]], groups, 1) == 1.0  # one unit holds both hops
 
 
 def test_mean_ignores_missing_and_is_none_when_empty():
@@ -82,9 +118,15 @@ def test_mean_ignores_missing_and_is_none_when_empty():
 def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
     """Cross-check against an independent implementation: trec_eval (pytrec_eval, via ir-measures).
 
-    Random rankings over a small ID space, so duplicates (several units mapping to one
-    passage) and empty retrievals occur often. trec_eval takes one score per document, so
-    it sees each ranking deduplicated, which is exactly how ragtrack ranks passages.
+    Random rankings of units, each covering 0-3 passages of a small ID space, so units that
+    share passages, units that map to nothing and empty retrievals occur often.
+
+    * Rank metrics (RR, success, nDCG@k) rank units: trec_eval sees each unit as a document,
+      relevant when it covers a GT passage no earlier unit covered (restated here from the
+      definition, not taken from ragtrack), plus one relevant document that was never
+      retrieved for each GT passage no unit covers (so its ideal ranking has room for it).
+    * Recall and precision count passages: trec_eval sees the distinct passages in rank
+      order, relevant when they are GT.
     """
     import random
     from collections import defaultdict
@@ -97,38 +139,71 @@ def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
     for n in range(3000):
         ids = [f"p{i}" for i in range(rng.randint(1, 15))]
         gt = rng.sample(ids, rng.randint(1, min(4, len(ids))))
-        retrieved = [rng.choice(ids) for _ in range(rng.randint(0, 12))]
-        cases[f"q{n}"] = (retrieved, gt, rng.choice([1, 3, 5, 10]))
+        units = [rng.sample(ids, rng.randint(0, min(3, len(ids)))) for _ in range(rng.randint(0, 10))]
+        cases[f"q{n}"] = (units, gt, rng.choice([1, 3, 5, 10]))
 
-    qrels = [ir_measures.Qrel(q, d, 1) for q, (_, gt, _) in cases.items() for d in gt]
+    def unit_qrels(q):
+        units, gt, _ = cases[q]
+        seen, qrels = set(), []
+        for i, unit in enumerate(units):
+            new = {p for p in unit if p in gt and p not in seen}
+            if new:
+                qrels.append(ir_measures.Qrel(q, f"u{i}", 1))
+            seen |= set(unit)
+        covered = {p for unit in units for p in unit}
+        qrels += [ir_measures.Qrel(q, f"missing-{p}", 1) for p in gt if p not in covered]
+        return qrels
 
-    def run_of(queries):
-        return [
-            ir_measures.ScoredDoc(q, d, float(100 - rank))
-            for q in queries
-            for rank, d in enumerate(dedupe(cases[q][0]))
-        ]
+    def unit_run(queries):
+        return [ir_measures.ScoredDoc(q, f"u{i}", float(100 - i)) for q in queries for i in range(len(cases[q][0]))]
 
+    def passage_run(queries):
+        out = []
+        for q in queries:
+            flat = list(dict.fromkeys(p for unit in cases[q][0] for p in unit))
+            out += [ir_measures.ScoredDoc(q, p, float(100 - rank)) for rank, p in enumerate(flat)]
+        return out
+
+    passage_qrels = [ir_measures.Qrel(q, d, 1) for q, (_, gt, _) in cases.items() for d in gt]
     theirs: dict[tuple[str, str], float] = defaultdict(float)  # a query with nothing retrieved scores 0
-    measures = [RR, R @ 1000, Success @ 1000]
-    for m in ir_measures.iter_calc(measures, qrels, run_of(cases)):
+    unit_qrels_all = [r for q in cases for r in unit_qrels(q)]
+    for m in ir_measures.iter_calc([RR, Success @ 1000], unit_qrels_all, unit_run(cases)):
+        theirs[m.query_id, str(m.measure)] = m.value
+    for m in ir_measures.iter_calc([R @ 1000], passage_qrels, passage_run(cases)):
         theirs[m.query_id, str(m.measure)] = m.value
     by_cutoff, by_length = defaultdict(list), defaultdict(list)
-    for q, (retrieved, _, k) in cases.items():
+    for q, (units, _, k) in cases.items():
         by_cutoff[k].append(q)
-        by_length[len(dedupe(retrieved))].append(q)
+        by_length[len(passages_of(units))].append(q)
     for k, queries in by_cutoff.items():
-        for m in ir_measures.iter_calc([nDCG @ k], [r for r in qrels if r.query_id in set(queries)], run_of(queries)):
+        chosen = set(queries)
+        qrels = [r for r in unit_qrels_all if r.query_id in chosen]
+        for m in ir_measures.iter_calc([nDCG @ k], qrels, unit_run(queries)):
             theirs[m.query_id, "ndcg"] = m.value
     for length, queries in by_length.items():
         if length:
             chosen = set(queries)
-            for m in ir_measures.iter_calc([P @ length], [r for r in qrels if r.query_id in chosen], run_of(queries)):
+            qrels = [r for r in passage_qrels if r.query_id in chosen]
+            for m in ir_measures.iter_calc([P @ length], qrels, passage_run(queries)):
                 theirs[m.query_id, "precision"] = m.value
 
-    for q, (retrieved, gt, k) in cases.items():
-        assert reciprocal_rank(retrieved, gt) == pytest.approx(theirs[q, "RR"]), q
-        assert context_recall(retrieved, gt) == pytest.approx(theirs[q, "R@1000"]), q
-        assert hit_rate(retrieved, gt) == pytest.approx(theirs[q, "Success@1000"]), q
-        assert ndcg_at_k(retrieved, gt, k) == pytest.approx(theirs[q, "ndcg"]), q
-        assert context_precision(retrieved, gt) == pytest.approx(theirs[q, "precision"]), q
+    for q, (units, gt, k) in cases.items():
+        assert reciprocal_rank(units, gt) == pytest.approx(theirs[q, "RR"]), q
+        assert hit_rate(units, gt) == pytest.approx(theirs[q, "Success@1000"]), q
+        assert ndcg_at_k(units, gt, k) == pytest.approx(theirs[q, "ndcg"]), q
+        assert context_recall(units, gt) == pytest.approx(theirs[q, "R@1000"]), q
+        assert context_precision(units, gt) == pytest.approx(theirs[q, "precision"]), q
+
+
+def test_diagnosis_notes_units_that_cover_many_passages():
+    from ragtrack.evaluation.diagnosis import diagnose
+    from ragtrack.records import ContextRecord, ItemRecord
+
+    def item(item_id, sizes):
+        contexts = [ContextRecord(f"u{n}", "", [f"p{n}-{i}" for i in range(size)]) for n, size in enumerate(sizes)]
+        return ItemRecord(item_id, "A", "q", ["g"], "a", "a", contexts, {}, {})
+
+    records = [item("big", [13, 20, 9]), item("small", [1, 1, 2])]  # 46 passages in 6 units: 7.7 each
+    [finding] = [f for f in diagnose({}, records) if f.symptom.startswith("large returned units")]
+    assert "7.7 passages each" in finding.symptom and finding.worst[0] == ("big", 14.0)
+    assert not any("large" in f.symptom for f in diagnose({}, [item("small", [1, 2, 3])]))

@@ -159,6 +159,27 @@ def test_parent_child_on_a_flat_jsonl_corpus_returns_whole_passages(project, tmp
     assert len(a.chunks) > 2  # children = sentence windows
     out = a.answer("What does the cfg value default to?")
     assert out.passage_ids[0] == "p1" and out.contexts[0].text == rows[0]["text"]
+    # Not silently: the fallback is a warning (printed and tagged) and the parents' origin a param.
+    assert "parent/child cannot apply" in a.setup.warnings["parent_child_fallback"]
+    assert a.describe()["parents_formed"] == "passage=2"
+
+
+def test_parent_child_groups_consecutive_passages_of_a_flat_document(project, tmp_path, embedder):
+    import json
+
+    from ragtrack.corpus import load_corpus
+
+    rows = [{"id": f"d-{n}", "doc_id": "d", "text": f"Paragraph {n} of the guide. " * 8} for n in range(6)]
+    rows.append({"id": "other", "text": "A document of its own about checkpoints."})
+    path = tmp_path / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    corpus = load_corpus(path)
+    a = agent(project, corpus, embedder, "v3")
+    parents = sorted(p.passage_ids for p in a.parents.values())
+    # Each d-passage is 224 characters; parents hold consecutive ones within 1500 characters.
+    assert parents == [("d-0", "d-1", "d-2", "d-3", "d-4", "d-5"), ("other",)]
+    assert a.describe()["parents_formed"] == "grouped=1 passage=1"
+    assert "parent_child_fallback" not in a.setup.warnings
 
 
 def test_an_answer_reports_its_stages_in_order_with_the_retrieved_contexts(project, tiny_corpus, embedder):

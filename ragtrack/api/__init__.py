@@ -9,7 +9,7 @@ One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base) and
-:mod:`~ragtrack.api.project` (the MLflow UI). Names
+:mod:`~ragtrack.api.project` (init, the MLflow UI). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
 """
@@ -49,8 +49,8 @@ _HOMES = {
         "retirement_candidates",
         "validate_golden",
     ],
-    "corpus": ["PassageRow", "list_passages", "search_passages", "show_passage"],
-    "project": ["ui_command"],
+    "corpus": ["PassageRow", "list_passages", "open_corpus", "search_passages", "show_passage"],
+    "project": ["InitReport", "init_project", "ui_command"],
     "platforms": ["import_corpus"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragtrack.config import load_config
-from ragtrack.corpus import Corpus, Document, Passage, load_corpus
+from ragtrack.corpus import Corpus, Document, Passage
 from ragtrack.errors import RagtrackError
 from ragtrack.golden import passage_fingerprint
 
@@ -42,14 +42,14 @@ class PassageRow:
 def open_corpus(root: str | Path = ".", corpus_path: str | None = None) -> Corpus:
     """The project's corpus (``--corpus`` or ``[project] corpus`` of ragtrack.toml)."""
     config = load_config(root)
-    return load_corpus(corpus_path or config.path(config.project.corpus))
+    return config.load_corpus(corpus_path)
 
 
 def list_passages(
-    *, root: str | Path = ".", corpus_path: str | None = None, doc: str | None = None
+    *, root: str | Path = ".", corpus_path: str | None = None, doc: str | None = None, corpus: Corpus | None = None
 ) -> list[PassageRow]:
     """Every passage in document order; ``doc`` narrows to one document or a folder of them."""
-    corpus = open_corpus(root, corpus_path)
+    corpus = corpus or open_corpus(root, corpus_path)
     docs = select_documents(corpus, [doc]) if doc is not None else list(corpus.documents.values())
     return [PassageRow.of(p) for d in docs for p in d.passages]
 
@@ -86,13 +86,15 @@ def search_passages(
     embedding: str | None = None,
 ) -> tuple[str, list[Hit]]:
     """The mode used and the top ``k`` passages for ``query`` (``hybrid``: BM25 + dense fused with RRF;
-    ``bm25``; ``dense``; ``auto``: hybrid, or BM25 for Chinese with the default English embedder)."""
-    from ragtrack.passage_search import DEFAULT_EMBEDDING, PassageSearch, resolve_mode
+    ``bm25``; ``dense``; ``auto``: hybrid, or BM25 when the embedder does not read the corpus's language).
+    The embedder follows the corpus's language unless ``embedding`` names one."""
+    from ragtrack.passage_search import PassageSearch, resolve_mode
+    from ragtrack.pipeline.models import default_embedding
 
     if not query.strip():
         raise RagtrackError("the search query is empty")
     corpus = open_corpus(root, corpus_path)
-    embedding = embedding or DEFAULT_EMBEDDING
+    embedding = embedding or default_embedding(corpus.language)
     mode = resolve_mode(mode, corpus.language, embedding)
     return mode, PassageSearch(corpus, load_config(root).cache_dir, mode, embedding).search(query, k)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
-from ragtrack.corpus import Corpus, load_corpus
-from ragtrack.errors import RagtrackError
+from ragtrack.corpus import Corpus
+from ragtrack.errors import RagtrackError, warning_summary
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
@@ -48,6 +48,8 @@ class EvalReport:
     resumed: int = 0
     stopped_early: str | None = None
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
+    warnings: dict[str, str] = field(default_factory=dict)  # the agent's (code → sentence), tagged on the run
+    substituted: bool = False
 
     @property
     def complete(self) -> bool:
@@ -61,10 +63,12 @@ class Progress:
     on_stage: Callable[[str], None] = lambda stage: None
     on_start: Callable[[int, int], None] = lambda total, resumed: None
     on_item: Callable[[ItemRecord], None] = lambda record: None
+    # Something the user must see before trusting the run (corpus warnings, the agent's warnings).
+    on_warning: Callable[[str], None] = lambda message: None
 
 
 def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str | None) -> tuple[Corpus, GoldenSet]:
-    corpus = load_corpus(corpus_path or config.path(config.project.corpus))
+    corpus = config.load_corpus(corpus_path)
     golden = load_golden(golden_path or config.path(config.project.golden), corpus)
     return corpus, golden
 
@@ -158,16 +162,20 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
     o, progress = options, progress or Progress()
     config = load_config(o.root)
-    spec = load_spec(version, config.path(config.project.pipelines), config.root)
+    progress.on_stage("loading corpus and golden set")
+    corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
+    spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
+    if spec.builtin:
+        progress.on_stage(f"built-in {spec.name} for a {corpus.language} corpus ({Path(spec.path).name})")
     if o.llm is not None:
         if spec.kind != "pipeline":
             raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
         spec = spec.with_values({"llm": {"model": o.llm}})
-    progress.on_stage("loading corpus and golden set")
-    corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
     golden = golden.limit(o.limit)
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     store = open_store(config, o.tracking_uri)
+    for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
+        progress.on_warning(line)
     min_overlap = config.eval.min_overlap
     language = o.judge_language or golden.language
     judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
@@ -175,6 +183,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
 
     progress.on_stage(f"building {spec.name} (index, models)")
     agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache))
+    for message in agent.setup.warnings.values():
+        progress.on_warning(message)
     model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))
 
     key = hashlib.sha256(
@@ -269,4 +279,6 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         resumed=outcome.resumed,
         stopped_early=outcome.stopped_early,
         setup=session.agent.setup.summary,
+        warnings=dict(session.agent.setup.warnings),
+        substituted=session.agent.substituted,
     )

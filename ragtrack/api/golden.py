@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ragtrack.authoring import PROMPT_CHARS, labelled_passages, load_prompt, resolve_labels, unlabel
 from ragtrack.authoring.candidates import Accepted, Candidate, accept, next_ids, read_candidates, write_candidates
 from ragtrack.config import ProjectConfig, load_config
-from ragtrack.corpus import Corpus, Passage, load_corpus
+from ragtrack.corpus import Corpus, Passage
 from ragtrack.errors import RagtrackError
 from ragtrack.files import atomic_write_json, atomic_write_text, read_text
 from ragtrack.golden import (
@@ -173,7 +173,7 @@ class _Inputs:
 
 def _inputs(root: str | Path, corpus_path: str | None, golden_path: str | None, need_golden: bool = True) -> _Inputs:
     config = load_config(root)
-    corpus = load_corpus(corpus_path or config.path(config.project.corpus))
+    corpus = config.load_corpus(corpus_path)
     path = Path(golden_path or config.path(config.project.golden))
     golden = load_golden(path, corpus) if need_golden or path.is_file() else None
     return _Inputs(config, corpus, golden, path)

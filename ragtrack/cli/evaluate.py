@@ -3,10 +3,74 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
 from ragtrack.cli import LLM_HELP, console, err, main, show
+
+
+class ItemProgress:
+    """Items done, as a live bar on a terminal, or as plain lines with rate and ETA in a log.
+
+    Outside a terminal (CI, ``| tee``, nohup) a bar would print only when it ends; a line
+    every ``every`` items or ``seconds`` seconds, whichever comes first, shows a long eval moving.
+    """
+
+    def __init__(self, label: str, every: int = 10, seconds: float = 15.0):
+        self.label, self.every, self.seconds = label, every, seconds
+        self.bar = None
+        self.total = self.done = self.resumed = self.failed = 0
+        self.started = self.last_line = 0.0
+        self.last_done = 0
+
+    def start(self, total: int, resumed: int) -> None:
+        self.total, self.done, self.resumed = total, resumed, resumed
+        self.started = self.last_line = time.monotonic()
+        self.last_done = resumed
+        if console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=False,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, completed=resumed, status="")
+        else:
+            console.print(f"{self.label}: {resumed}/{total} items", highlight=False)
+
+    def advance(self, record) -> None:
+        self.done += 1
+        self.failed += record.failed
+        status = f"{self.failed} with errors" if self.failed else ""
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, status=f"[red]{status}[/]" if status else "")
+            return
+        now = time.monotonic()
+        if self.done - self.last_done >= self.every or now - self.last_line >= self.seconds or self.done == self.total:
+            self.last_line, self.last_done = now, self.done
+            console.print(f"{self.label}: {self.line(now - self.started)}" + (f", {status}" if status else ""))
+
+    def line(self, elapsed: float) -> str:
+        """``12/48 items, 0.8 items/s, ETA 45 s`` (rate over this process's items)."""
+        fresh = self.done - self.resumed
+        rate = fresh / elapsed if elapsed > 0 else 0.0
+        eta = f"ETA {_duration((self.total - self.done) / rate)}" if rate and self.done < self.total else "done"
+        return f"{self.done}/{self.total} items, {rate:.2f} items/s, {_duration(elapsed)} elapsed, {eta}"
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 @main.command("eval")
@@ -52,37 +116,26 @@ def eval_cmd(
     from --judge. An interrupted eval resumes where it stopped when you run the
     same command again.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from ragtrack import report as view
     from ragtrack.api import Progress as Hooks
     from ragtrack.api import evaluate
     from ragtrack.evaluation.diagnosis import render
 
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    state = {"task": None, "failed": 0}
+    bar = ItemProgress(f"eval {version}")
+    state = {"started": False}
 
     def on_stage(stage: str) -> None:
-        if state["task"] is None:
+        if not state["started"]:
             console.print(f"[dim]… {stage}[/]")
 
     def on_start(total: int, resumed: int) -> None:
         if resumed:
             console.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
-        bar.start()
-        state["task"] = bar.add_task(f"eval {version}", total=total, completed=resumed, status="")
+        state["started"] = True
+        bar.start(total, resumed)
 
-    def on_item(record) -> None:
-        state["failed"] += record.failed
-        bar.update(state["task"], advance=1, status=f"[red]{state['failed']} with errors[/]" if state["failed"] else "")
+    def on_warning(message: str) -> None:
+        err.print(f"[bold yellow]warning:[/] {message}", highlight=False)
 
     try:
         report = evaluate(
@@ -98,20 +151,22 @@ def eval_cmd(
             use_cache=not no_cache,
             fresh=fresh,
             allow_stale=allow_stale,
-            progress=Hooks(on_stage, on_start, on_item),
+            progress=Hooks(on_stage, on_start, bar.advance, on_warning),
         )
     except KeyboardInterrupt:
-        if state["task"] is not None:
+        if state["started"]:
             err.print("finished items are kept in the checkpoint; run the same command again to resume")
         raise
     finally:
-        if state["task"] is not None:
-            bar.stop()
+        bar.stop()
 
+    substituted = " — [bold yellow]substituted models[/]" if report.substituted else ""
     show(
-        view.metrics_table(report.metrics, f"{report.version} — {len(report.records)} items"),
+        view.metrics_table(report.metrics, f"{report.version} — {len(report.records)} items{substituted}"),
         view.accounting_table(report.accounting),
     )
+    for message in report.warnings.values():  # again after the table: the numbers above depend on them
+        err.print(f"[bold yellow]warning:[/] {message}", highlight=False)
     for warning in view.eval_warnings(report.metrics):
         err.print(f"[yellow]warning:[/] {warning}")
     if report.findings:

@@ -60,6 +60,7 @@ def golden_validate(ctx, golden_path, corpus_path):
     status 1, as they would make `ragtrack eval` refuse.
     """
     from ragtrack.api import check_golden
+    from ragtrack.errors import warning_summary
 
     check = check_golden(root=ctx.obj["root"], corpus_path=corpus_path, golden_path=golden_path)
     corpus, gold = check.corpus, check.golden
@@ -67,6 +68,8 @@ def golden_validate(ctx, golden_path, corpus_path):
         f"[green]ok[/] {len(gold)} items, {len(corpus)} passages in {len(corpus.documents)} documents; "
         f"digest {gold.digest}"
     )
+    for line in warning_summary(corpus.warnings):
+        err.print(f"[yellow]corpus warning[/] {line}", highlight=False)
     for s in check.stale:
         err.print(f"[yellow]stale GT[/] {s}", highlight=False)
     if check.stale:

@@ -1,4 +1,4 @@
-"""``ragtrack ui``: the project around the evaluations."""
+"""``ragtrack init`` and ``ragtrack ui``: the project around the evaluations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,42 @@ import os
 
 import click
 
-from ragtrack.cli import console, main
+from ragtrack.cli import console, err, main
+
+
+@main.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("--lang", "language", type=click.Choice(["zh", "en"]), help="Language of the corpus and prompts.")
+@click.option(
+    "--corpus",
+    "corpus_path",
+    type=click.Path(),
+    help="Your documents: a folder of .md/.markdown/.txt files or a .jsonl passage file (default: DIRECTORY/docs).",
+)
+def init(directory, language, corpus_path):
+    """Start a project in DIRECTORY: ragtrack.toml, pipelines/ v1-v5 with prompts in your language,
+    an example golden set with one item per type taken from your documents, and a README with the
+    next commands. Existing files are kept."""
+    from ragtrack.api import init_project
+
+    report = init_project(directory, language=language, corpus=corpus_path)
+    console.print(
+        f"[green]initialised[/] {report.root} · language {report.language} · versions {report.spec_set} · "
+        f"corpus {report.corpus} ({report.documents} documents, {report.passages} passages)",
+        highlight=False,
+    )
+    for name in report.written:
+        console.print(f"  wrote {name}", highlight=False)
+    for name in report.kept:
+        console.print(f"  [dim]kept {name} (already there)[/]", highlight=False)
+    for w in report.corpus_warnings[:8]:
+        err.print(f"[yellow]corpus warning[/] {w}", highlight=False)
+    if len(report.corpus_warnings) > 8:
+        err.print(f"… and {len(report.corpus_warnings) - 8} more (`ragtrack corpus ls` lists them all)")
+    for note in report.notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)
+    where = "" if directory == "." else f"cd {directory} && "
+    console.print(f"next: {where}ragtrack golden validate && ragtrack eval --version v1", highlight=False)
 
 
 @main.command()

@@ -21,6 +21,7 @@ class Thresholds:
     groundedness: float = 0.75  # normalised 0–1
     relevance: float = 0.6  # normalised 0–1
     high: float = 0.8  # what counts as "high" in the combined rules
+    passages_per_unit: float = 3.0  # returned units this large make recall cheap and precision low
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class Finding:
 def _worst(records: list[ItemRecord], metric: str, n: int = 3) -> tuple[tuple[str, float], ...]:
     scored = [(r.id, v) for r in records if (v := item_value(r, metric)) is not None]
     return tuple(sorted(scored, key=lambda x: (x[1], x[0]))[:n])
+
+
+def _largest(records: list[ItemRecord], n: int = 3) -> tuple[tuple[str, float], ...]:
+    """Items whose returned units cover the most passages on average, largest first."""
+    sized = [(r.id, sum(len(c.passage_ids) for c in r.contexts) / len(r.contexts)) for r in records if r.contexts]
+    return tuple(sorted(sized, key=lambda x: (-x[1], x[0]))[:n])
 
 
 def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds = Thresholds()) -> list[Finding]:
@@ -66,6 +73,18 @@ def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds
                 "the right context is found but ranked low, where models attend least",
                 "add or tune a cross-encoder reranker; reweight hybrid fusion",
                 _worst(records, "mrr"),
+            )
+        )
+    sizes = [len(c.passage_ids) for r in records for c in r.contexts]
+    per_unit = sum(sizes) / len(sizes) if sizes else 0.0
+    if per_unit > t.passages_per_unit:
+        out.append(
+            Finding(
+                f"large returned units ({per_unit:.1f} passages each on average)",
+                "recall and precision count passages, so a few large units buy recall with precision; "
+                "MRR, hit rate and nDCG rank the units themselves and say nothing about what else they hold",
+                "compare versions at a similar context budget; lower parent_level or top_k, or rerank children",
+                _largest(records),
             )
         )
     if grounded is not None and grounded < t.groundedness:

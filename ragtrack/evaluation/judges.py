@@ -38,7 +38,7 @@ VERDICT_SCHEMA = {
     "required": ["score", "reason"],
 }
 # Bump when a heuristic changes, so old and new heuristic scores are never compared.
-HEURISTIC_VERSION = "h2"
+HEURISTIC_VERSION = "h3"
 #: The ``judge`` param of a run judged offline, by the heuristics rather than an LLM.
 HEURISTIC = "heuristic"
 _SCORE = re.compile(r"[\"'“]?score[\"'”]?\s*[:：]\s*[\"'“]?\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
@@ -55,25 +55,29 @@ class JudgeInput:
 
 @dataclass(frozen=True)
 class Judge:
-    """A rubric: what it reads, and its offline heuristic (integer 1–5 and a reason)."""
+    """A rubric: what it reads, and its offline heuristic (integer 1–5 and a reason in the given language)."""
 
     name: str
     reads: str
-    heuristic: Callable[[JudgeInput], tuple[int, str]]
+    heuristic: Callable[[JudgeInput, str], tuple[int, str]]
 
 
 JUDGES: Registry[Judge] = Registry(
     "judge",
     {
         "correctness": Judge(
-            "correctness", "answer vs GT answer", lambda i: heuristics.correctness(i.answer, i.gt_answer)
+            "correctness", "answer vs GT answer", lambda i, lang: heuristics.correctness(i.answer, i.gt_answer, lang)
         ),
         "groundedness": Judge(
-            "groundedness", "answer vs retrieved contexts", lambda i: heuristics.groundedness(i.answer, i.contexts)
+            "groundedness",
+            "answer vs retrieved contexts",
+            lambda i, lang: heuristics.groundedness(i.answer, i.contexts, lang),
         ),
-        "relevance": Judge("relevance", "answer vs question", lambda i: heuristics.relevance(i.question, i.answer)),
+        "relevance": Judge(
+            "relevance", "answer vs question", lambda i, lang: heuristics.relevance(i.question, i.answer, lang)
+        ),
         "organization": Judge(
-            "organization", "answer vs contexts", lambda i: heuristics.organization(i.answer, i.contexts)
+            "organization", "answer vs contexts", lambda i, lang: heuristics.organization(i.answer, i.contexts, lang)
         ),
     },
 )
@@ -138,6 +142,7 @@ class JudgeStep(Step[JudgeInput, Verdict]):
     """One judge as an LLM step; ``offline`` is its heuristic."""
 
     judge: str = "correctness"
+    language: str = "en"  # of the prompt, and of the heuristic's reasons offline
 
     def messages(self, inp: JudgeInput) -> list[dict[str, str]]:
         return chat_messages(
@@ -152,7 +157,7 @@ class JudgeStep(Step[JudgeInput, Verdict]):
         return parse_verdict(text)
 
     def offline(self, inp: JudgeInput) -> Verdict:
-        return Verdict(*JUDGES.get(self.judge).heuristic(inp))
+        return Verdict(*JUDGES.get(self.judge).heuristic(inp, self.language))
 
 
 def judge_steps(language: str, judges: tuple[str, ...] | None = None, max_tokens: int = 160) -> dict[str, JudgeStep]:
@@ -165,6 +170,7 @@ def judge_steps(language: str, judges: tuple[str, ...] | None = None, max_tokens
             temperature=0.0,
             json_schema=VERDICT_SCHEMA,
             judge=j,
+            language=language,
         )
         for j in (judges or JUDGES.names())
     }

@@ -192,8 +192,13 @@ def decide(
             f"groundedness regressed: {g.mean_b:.3f} vs champion {g.mean_a:.3f} "
             f"(Δ {g.delta:+.3f}, tolerance {rule.tolerance:g})"
         )
-    if rule.require_significance and not c.ci_low > 0:
-        refuse(f"the correctness gain is not significant: 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}] includes 0")
+    if rule.require_significance and not (c.significant and c.delta > 0):
+        why = (
+            f"95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p = {c.p_value:.3f}"
+            if c.testable
+            else f"{c.n} paired items cannot reach p < 0.05"
+        )
+        refuse(f"the correctness gain is not significant ({why})")
     if not decision.reasons:
         decision.promoted = True
         decision.reasons.append(

@@ -1,15 +1,32 @@
 """Retrieval metrics from context IDs: small pure functions over plain data.
 
-``retrieved`` is the ranked list of canonical passage IDs an agent returned
-(it may contain duplicates: several chunks can map to one passage; a passage
-counts once, at the rank where it first appears). ``relevant`` is the
-golden item's GT context IDs, a minimal sufficient set.
+``units`` is what an agent returned, in rank order: one entry per returned
+unit (a chunk, a Q&A pair, a parent section, a platform segment), each the
+list of canonical passage IDs that unit covers (empty when it maps to none).
+``relevant`` is the golden item's GT context IDs, a minimal sufficient set.
+
+Two views of the same retrieval, each where it means something:
+
+* **recall and precision count passages** — did the contexts hold what the
+  answer needs, and how much else came with it. A passage covered by several
+  units counts once.
+* **rank metrics rank the units the agent returned** (MRR, hit rate, nDCG,
+  all-hops@k): a unit is relevant when it covers a GT passage that no
+  higher-ranked unit already covered, and the passages a unit covers share
+  its rank. A parent section that holds the GT passage at rank 1 is rank 1,
+  however many passages come before the GT one inside it; a second window
+  over the same GT passage adds nothing, as a repeated passage never did.
+
+With one passage per unit both views coincide with the textbook definitions
+(tests cross-check them against trec_eval).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+
+Units = Sequence[Sequence[str]]
 
 
 def dedupe(retrieved: Iterable[str]) -> list[str]:
@@ -18,63 +35,82 @@ def dedupe(retrieved: Iterable[str]) -> list[str]:
     return [x for x in retrieved if not (x in seen or seen.add(x))]
 
 
-def context_recall(retrieved: Sequence[str], relevant: Iterable[str]) -> float:
-    """|retrieved ∩ GT| / |GT|: did the agent find everything the answer needs?"""
+def passages_of(units: Units) -> list[str]:
+    """The distinct passage IDs the units cover, in rank order (a passage at its first unit)."""
+    return dedupe(pid for unit in units for pid in unit)
+
+
+def relevant_units(units: Units, relevant: Iterable[str]) -> list[bool]:
+    """Per returned unit: does it cover a GT passage that no higher-ranked unit covered?"""
+    gt, seen, out = set(relevant), set(), []
+    for unit in units:
+        new = (set(unit) & gt) - seen
+        out.append(bool(new))
+        seen |= new
+    return out
+
+
+def context_recall(units: Units, relevant: Iterable[str]) -> float:
+    """|retrieved ∩ GT| / |GT| over passages: did the agent find everything the answer needs?"""
     gt = set(relevant)
-    return len(gt & set(retrieved)) / len(gt) if gt else 0.0
+    return len(gt & set(passages_of(units))) / len(gt) if gt else 0.0
 
 
-def context_precision(retrieved: Sequence[str], relevant: Iterable[str]) -> float:
-    """|retrieved ∩ GT| / |retrieved| over distinct IDs: the signal-to-noise of the contexts.
+def context_precision(units: Units, relevant: Iterable[str]) -> float:
+    """|retrieved ∩ GT| / |retrieved| over distinct passages: the signal-to-noise of the contexts.
 
     An empty retrieval has precision 0: it handed the generator nothing useful.
     """
-    ranked = dedupe(retrieved)
+    ranked = passages_of(units)
     return len(set(relevant) & set(ranked)) / len(ranked) if ranked else 0.0
 
 
-def reciprocal_rank(retrieved: Sequence[str], relevant: Iterable[str]) -> float:
-    """1 / rank of the first GT context (ranks from 1, after dedupe); 0 when none is found."""
-    gt = set(relevant)
-    for rank, pid in enumerate(dedupe(retrieved), start=1):
-        if pid in gt:
+def reciprocal_rank(units: Units, relevant: Iterable[str]) -> float:
+    """1 / rank of the first unit that covers a GT passage (ranks from 1); 0 when none does."""
+    for rank, hit in enumerate(relevant_units(units, relevant), start=1):
+        if hit:
             return 1.0 / rank
     return 0.0
 
 
-def hit_rate(retrieved: Sequence[str], relevant: Iterable[str]) -> float:
-    """1 when at least one GT context was retrieved, else 0."""
-    return 1.0 if set(relevant) & set(retrieved) else 0.0
+def hit_rate(units: Units, relevant: Iterable[str]) -> float:
+    """1 when at least one returned unit covers a GT passage, else 0."""
+    return 1.0 if any(relevant_units(units, relevant)) else 0.0
 
 
-def ndcg_at_k(retrieved: Sequence[str], relevant: Iterable[str], k: int) -> float:
-    """Binary-relevance nDCG over the first ``k`` distinct retrieved IDs.
+def ndcg_at_k(units: Units, relevant: Iterable[str], k: int) -> float:
+    """Binary-relevance nDCG over the first ``k`` returned units.
 
-    DCG = Σ rel_i / log2(i + 1) for ranks i = 1..k; the ideal ranking puts all
-    min(|GT|, k) relevant IDs first.
+    DCG = Σ rel_i / log2(i + 1) for units i = 1..k. The ideal ranking puts every
+    relevant unit first, plus one more unit for each GT passage that no returned
+    unit covers (the best a retriever could have done is bring each of them in a
+    unit of its own): so a missing GT passage costs nDCG, while one unit holding
+    several GT passages is not penalised for holding them together. With one
+    passage per unit this is the usual nDCG with all |GT| passages ideal.
     """
     gt = set(relevant)
     if not gt or k <= 0:
         return 0.0
-    ranked = dedupe(retrieved)[:k]
-    dcg = sum(1.0 / math.log2(i + 1) for i, pid in enumerate(ranked, start=1) if pid in gt)
-    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(gt), k) + 1))
+    rel = relevant_units(units, gt)
+    missing = len(gt - set(passages_of(units)))
+    dcg = sum(1.0 / math.log2(i + 1) for i, hit in enumerate(rel[:k], start=1) if hit)
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(sum(rel) + missing, k) + 1))
     return dcg / ideal
 
 
-def all_hit(retrieved: Sequence[str], groups: Iterable[Iterable[str]]) -> float:
-    """1 when every group (an OR of IDs, e.g. one per hop) has a member retrieved."""
+def all_hit(retrieved: Iterable[str], groups: Iterable[Iterable[str]]) -> float:
+    """1 when every group (an OR of passage IDs, e.g. one per hop) has a member among ``retrieved``."""
     got = set(retrieved)
     return 1.0 if all(got & set(g) for g in groups) else 0.0
 
 
-def all_hops_at_k(retrieved: Sequence[str], groups: Iterable[Iterable[str]], k: int) -> float:
-    """1 when every GT group (one per hop) has a member among the first ``k`` distinct retrieved IDs."""
-    return all_hit(dedupe(retrieved)[:k], groups)
+def all_hops_at_k(units: Units, groups: Iterable[Iterable[str]], k: int) -> float:
+    """1 when every GT group (one per hop) has a passage covered by one of the first ``k`` units."""
+    return all_hit(passages_of(units[:k]), groups)
 
 
 def retrieval_scores(
-    retrieved: Sequence[str], relevant: Iterable[str], k: int, groups: Sequence[Sequence[str]] = ()
+    units: Units, relevant: Iterable[str], k: int, groups: Sequence[Sequence[str]] = ()
 ) -> dict[str, float | None]:
     """All per-item retrieval metrics, keyed by their logged names.
 
@@ -82,12 +118,12 @@ def retrieval_scores(
     """
     relevant = list(relevant)
     return {
-        "context_recall": context_recall(retrieved, relevant),
-        "context_precision": context_precision(retrieved, relevant),
-        "reciprocal_rank": reciprocal_rank(retrieved, relevant),
-        "hit_rate": hit_rate(retrieved, relevant),
-        "ndcg_at_k": ndcg_at_k(retrieved, relevant, k),
-        "all_hops_at_k": all_hops_at_k(retrieved, groups, k) if groups else None,
+        "context_recall": context_recall(units, relevant),
+        "context_precision": context_precision(units, relevant),
+        "reciprocal_rank": reciprocal_rank(units, relevant),
+        "hit_rate": hit_rate(units, relevant),
+        "ndcg_at_k": ndcg_at_k(units, relevant, k),
+        "all_hops_at_k": all_hops_at_k(units, groups, k) if groups else None,
     }
 
 

@@ -14,18 +14,19 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.agent import Agent, answer_timed
+from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.evaluation.judges import JudgePanel
-from ragtrack.evaluation.scoring import score_item
+from ragtrack.evaluation.scoring import item_record, judge_input, score_item
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import CircuitOpenError
-from ragtrack.records import ItemRecord
+from ragtrack.records import ItemRecord, JudgeRecord
 
 
 @dataclass
@@ -89,11 +90,10 @@ class Checkpoint:
 
 
 def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemRecord:
-    """Ask the agent, then score what it said (the unit of work the runner schedules)."""
+    """Ask the agent, then score what it said: one item, start to finish, in this thread."""
     started = time.monotonic()
     output = answer_timed(agent, item.question)
-    k = agent.top_k or len(output.contexts)
-    return score_item(item, output, panel, k, latency_s=time.monotonic() - started)
+    return score_item(item, output, panel, agent.top_k or len(output.contexts), time.monotonic() - started)
 
 
 def run_items(
@@ -105,12 +105,16 @@ def run_items(
     checkpoint: Checkpoint | None = None,
     on_item: Callable[[ItemRecord], None] | None = None,
 ) -> EvalOutcome:
-    """Score every item not already ``done``; items run in parallel when an endpoint is involved."""
+    """Score every item not already ``done``, checkpointing each as it finishes.
+
+    Offline and local work is CPU-bound and runs item by item in this thread. When an
+    endpoint is involved the work becomes a pipeline: answers are made as fast as the
+    agent allows, and every judge call of every answered item is a task of its own, so
+    the judge endpoint — under its adaptive limit — is what sets the pace.
+    """
     done = {i.id: done[i.id] for i in golden.items if done and i.id in done}
     resumed = len(done)
     todo = [i for i in golden.items if i.id not in done]
-    workers = max(agent.max_concurrency, panel.llm.workers)
-    stopped: str | None = None
 
     def finish(record: ItemRecord) -> None:
         done[record.id] = record
@@ -119,7 +123,8 @@ def run_items(
         if on_item:
             on_item(record)
 
-    if workers == 1:
+    stopped: str | None = None
+    if agent.max_concurrency <= 1 and panel.llm.workers <= 1:
         for item in todo:
             try:
                 finish(answer_and_score(item, agent, panel))
@@ -127,29 +132,74 @@ def run_items(
                 stopped = str(e)
                 break
     else:
-        pool = ThreadPoolExecutor(max_workers=workers)
-        interrupted = True
-        try:
-            pending: set[Future] = set()
-            queue = list(todo)
-            while queue or pending:
-                # Keep the pool just full: submitting everything at once would make stopping slow.
-                while queue and len(pending) < workers and stopped is None:
-                    pending.add(pool.submit(answer_and_score, queue.pop(0), agent, panel))
-                if not pending:
-                    break
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    try:
-                        finish(future.result())
-                    except CircuitOpenError as e:
-                        stopped = stopped or str(e)
-                if stopped:
-                    queue.clear()
-            interrupted = False
-        finally:
-            # Interrupted (Ctrl-C, an error): queued items are dropped and nobody waits for the calls
-            # in flight, so the process can stop in seconds; finished items are in the checkpoint.
-            pool.shutdown(wait=not interrupted, cancel_futures=True)
+        stopped = _pipeline(todo, agent, panel, finish)
     records = [done[i.id] for i in golden.items if i.id in done]
     return EvalOutcome(records=records, resumed=resumed, stopped_early=stopped)
+
+
+@dataclass
+class _Item:
+    """An item between answering and its last verdict."""
+
+    item: GoldenItem
+    started: float
+    output: AgentOutput | None = None
+    verdicts: dict[str, JudgeRecord] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    waiting: int = 0  # judge calls not back yet
+
+
+def _pipeline(
+    todo: list[GoldenItem], agent: Agent, panel: JudgePanel, finish: Callable[[ItemRecord], None]
+) -> str | None:
+    """answer → judge with a pool per stage; returns why it stopped early, if it did."""
+    answer_workers, judge_workers = max(1, agent.max_concurrency), max(1, panel.llm.workers)
+    answerers = ThreadPoolExecutor(answer_workers, thread_name_prefix="answer")
+    judges = ThreadPoolExecutor(judge_workers, thread_name_prefix="judge")
+    queue = deque(todo)
+    answering: dict[Future, _Item] = {}
+    judging: dict[Future, _Item] = {}
+    stopped: str | None = None
+    interrupted = True
+    try:
+        while (queue and stopped is None) or answering or judging:
+            # Keep the answer stage just full, and answered items from piling up before the judges:
+            # submitting everything at once would make stopping slow.
+            in_progress = len(answering) + len({id(w) for w in judging.values()})
+            while queue and stopped is None and len(answering) < answer_workers and in_progress < 2 * judge_workers:
+                work = _Item(queue.popleft(), time.monotonic())
+                answering[answerers.submit(answer_timed, agent, work.item.question)] = work
+                in_progress += 1
+            finished, _ = wait([*answering, *judging], return_when=FIRST_COMPLETED)
+            for future in finished:
+                work = answering.pop(future, None) or judging.pop(future)
+                try:
+                    result = future.result()
+                except CircuitOpenError as e:
+                    stopped = stopped or str(e)
+                    continue
+                if work.output is None:  # an answer: one judge call per judge
+                    work.output = result
+                    inp = judge_input(work.item, result)
+                    for name in panel.steps:
+                        judging[judges.submit(panel.judge, inp, (name,))] = work
+                        work.waiting += 1
+                    continue
+                verdicts, usage = result
+                work.verdicts.update(verdicts)
+                work.usage.update(usage)
+                work.waiting -= 1
+                if work.waiting == 0:
+                    ordered = {name: work.verdicts[name] for name in panel.steps}  # record in judge order
+                    k = agent.top_k or len(work.output.contexts)
+                    latency = time.monotonic() - work.started
+                    finish(item_record(work.item, work.output, ordered, work.usage, k, latency))
+            if stopped:  # the endpoint keeps failing: keep what finished, abandon what is in flight
+                break
+        interrupted = False
+    finally:
+        # Interrupted or stopped: queued work is dropped and nobody waits for calls in flight, so
+        # the process can stop in seconds; finished items are in the checkpoint.
+        for pool in (answerers, judges):
+            pool.shutdown(wait=not interrupted and stopped is None, cancel_futures=True)
+    return stopped

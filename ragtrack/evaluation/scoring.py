@@ -2,7 +2,9 @@
 
 ``ragtrack eval``, the ``mlflow.model_evaluator`` plugin and judge
 calibration all score through here, so a metric means the same thing
-wherever it is computed.
+wherever it is computed. :func:`score_item` does it in one call; the eval
+runner, which schedules each judge call separately so an endpoint stays busy,
+uses the two halves: :func:`judge_input` and :func:`item_record`.
 """
 
 from __future__ import annotations
@@ -11,19 +13,31 @@ from ragtrack.agent import AgentOutput, RetrievedContext
 from ragtrack.evaluation.judges import JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
-from ragtrack.records import ContextRecord, ItemRecord, StageRecord
+from ragtrack.llm.accounting import Usage
+from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, StageRecord, passage_groups
 
 
-def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
-    """Retrieval metrics from the output's passage IDs, then every judge's verdict on its answer.
+def judge_input(item: GoldenItem, output: AgentOutput) -> JudgeInput:
+    """What the judges read: the question, the answer, the GT answer and the retrieved texts."""
+    return JudgeInput(item.question, output.answer, item.gt_answer, tuple(c.text for c in output.contexts if c.text))
 
-    ``k`` is the cut-off of the rank metrics (the version's top_k). An output that did not
-    report its retrieval gets no retrieval metrics (``retrieval`` stays empty). Raises
-    :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing.
+
+def item_record(
+    item: GoldenItem,
+    output: AgentOutput,
+    verdicts: dict[str, JudgeRecord],
+    judge_usage: dict[str, Usage],
+    k: int,
+    latency_s: float = 0.0,
+) -> ItemRecord:
+    """The record of one item: its retrieval metrics and the judges' verdicts. Pure.
+
+    Recall and precision count the passages the contexts cover; MRR, hit rate, nDCG and
+    all-hops rank the contexts themselves (the units the agent returned), so a large unit
+    does not push the GT passage it holds down the ranking. ``k`` is the cut-off of the
+    rank metrics in units (the version's top_k). An output that did not report its
+    retrieval gets no retrieval metrics (``retrieval`` stays empty).
     """
-    contexts = [_context(c) for c in output.contexts]
-    inp = JudgeInput(item.question, output.answer, item.gt_answer, tuple(c.text for c in output.contexts if c.text))
-    verdicts, judge_usage = panel.judge(inp)
     return ItemRecord(
         id=item.id,
         type=item.type,
@@ -31,9 +45,9 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
         gt_context_ids=list(item.gt_context_ids),
         gt_answer=item.gt_answer,
         answer=output.answer,
-        contexts=contexts,
+        contexts=[_context(c) for c in output.contexts],
         retrieval=(
-            retrieval_scores(output.passage_ids, item.gt_context_ids, k, item.gt_groups)
+            retrieval_scores(passage_groups(output.contexts), item.gt_context_ids, k, item.gt_groups)
             if output.retrieval_reported
             else {}
         ),
@@ -50,6 +64,13 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
             for s in output.stages
         ],
     )
+
+
+def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
+    """Every judge's verdict on the output, then its record. Raises
+    :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
+    verdicts, judge_usage = panel.judge(judge_input(item, output))
+    return item_record(item, output, verdicts, judge_usage, k, latency_s)
 
 
 def _context(c: RetrievedContext) -> ContextRecord:

@@ -34,9 +34,18 @@ class PairedDifference:
     p_value: float
 
     @property
+    def testable(self) -> bool:
+        """Whether the sign-flip test can reach p < 0.05 at all: its smallest p is 2 / 2^n, so not for n ≤ 5."""
+        return self.n > 0 and 2.0 / 2**self.n < 0.05
+
+    @property
     def significant(self) -> bool:
-        """The 95% interval excludes zero."""
-        return self.ci_low > 0 or self.ci_high < 0
+        """The 95% interval excludes zero and the permutation p-value is below 0.05.
+
+        With five pairs or fewer the bootstrap interval can exclude zero (every difference
+        has the same sign) while no test could call it significant: never marked.
+        """
+        return (self.ci_low > 0 or self.ci_high < 0) and self.p_value < 0.05
 
 
 def paired_bootstrap_ci(

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
 from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
+from ragtrack.llm.concurrency import AdaptiveLimiter
 
 if TYPE_CHECKING:  # config imports llm.accounting; avoid the cycle at run time
     from ragtrack.config import ProjectConfig
@@ -69,10 +71,22 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
     raise RagtrackError(f"unknown LLM {name!r}; expected one of: {known}")
 
 
+_limiters: dict[str, AdaptiveLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def endpoint_limiter(backend: ChatBackend) -> AdaptiveLimiter:
+    """The one adaptive limit of an endpoint in this process: an agent's steps and the judges
+    calling the same endpoint share it, so together they never exceed what it serves."""
+    with _limiters_lock:
+        return _limiters.setdefault(backend.identity, AdaptiveLimiter(backend.max_concurrency))
+
+
 def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:
     backend = make_backend(name, config)
     return LLM(
         backend,
         cache_dir=(config.cache_dir / "llm") if use_cache else None,
         prices=config.price_table,
+        limiter=endpoint_limiter(backend) if backend else None,
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from ragtrack.llm.accounting import Usage
+from ragtrack.secrets import redact
 
 I = TypeVar("I")  # noqa: E741 - the step's input
 O = TypeVar("O")
@@ -29,7 +30,16 @@ class ParseError(ValueError):
     """The model's reply could not be turned into the step's output."""
 
 
-class TransientError(Exception):
+class CallError(Exception):
+    """A failed call to an endpoint. Its message is redacted when the error is made: servers quote
+    the key they were sent (OpenAI's 401 does), and an exception's text travels far (chained
+    tracebacks, logs, item records)."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
+
+
+class TransientError(CallError):
     """A failure worth retrying: 429, 5xx, timeout, dropped connection."""
 
     def __init__(self, message: str, retry_after: float | None = None, overload: bool = False):
@@ -38,7 +48,7 @@ class TransientError(Exception):
         self.overload = overload  # the endpoint said "slow down" (429/503): shrink concurrency
 
 
-class PermanentError(Exception):
+class PermanentError(CallError):
     """A failure that a retry cannot fix (400, auth, unknown model)."""
 
 

@@ -122,14 +122,14 @@ class LLM:
         cache_dir: str | Path | None = None,
         retry: RetryPolicy | None = None,
         prices: dict[str, Price] | None = None,
-        initial_concurrency: int = 2,
+        limiter: AdaptiveLimiter | None = None,
     ):
         self.backend = backend
         self.cache = CompletionCache(cache_dir) if cache_dir and backend else None
         self.retry = retry or RetryPolicy()
         self.price = (prices or {}).get(self.model_name, Price())
         self.accounting = Accounting()
-        self.limiter = AdaptiveLimiter(backend.max_concurrency if backend else 1, initial_concurrency)
+        self.limiter = limiter or AdaptiveLimiter(backend.max_concurrency if backend else 1)
         self.circuit = Circuit(self.retry.max_consecutive_failures, "LLM steps", self.identity)
 
     @property

@@ -7,12 +7,15 @@ clients time out while the server keeps computing abandoned work).
 
 The limiter starts low and learns from latency, per step (replies of one step
 have similar lengths). It keeps the fastest latency seen and a smoothed recent
-one. While both this reply and the recent latency stay near the fastest, requests are not waiting
-inside the server, so it adds about one slot per round trip (additive
-increase). Once the recent latency reaches ``queue_factor`` times the fastest,
-requests are queueing — more concurrency buys nothing — so it halves
-(multiplicative decrease); it also halves on an overload signal (429, 503,
-timeout).
+one. While both this reply and the recent latency stay near the fastest,
+requests are not waiting inside the server, so it grows: by one slot per reply
+at first (slow start: the limit doubles every round trip, so a large endpoint is
+reached in a few round trips), then — after the first sign of congestion — by
+about one slot per round trip (additive increase). Once the recent latency
+reaches ``queue_factor`` times the fastest, requests are queueing — more
+concurrency buys nothing — so it halves (multiplicative decrease); it also
+halves on an overload signal (429, 503, timeout). This is TCP's congestion
+control, applied to an LLM endpoint.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
+        self.slow_start = True  # until the first sign of congestion
         self._cond = threading.Condition()
 
     @contextmanager
@@ -58,8 +62,8 @@ class AdaptiveLimiter:
                 self._decrease()
                 self._recent[step] = best * self.grow_below  # give the smaller limit a fresh start
             elif max(recent, latency_s) <= self.grow_below * best:
-                # One more slot per ``limit`` successes ≈ +1 per round trip.
-                self.limit = min(self.maximum, self.limit + 1.0 / self.limit)
+                # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
+                self.limit = min(self.maximum, self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
             self._cond.notify_all()
 
     def on_overload(self) -> None:
@@ -67,4 +71,5 @@ class AdaptiveLimiter:
             self._decrease()
 
     def _decrease(self) -> None:
+        self.slow_start = False
         self.limit = max(1.0, self.limit / 2)

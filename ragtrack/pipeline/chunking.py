@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from ragtrack.corpus import Corpus, Passage
+from ragtrack.corpus import Corpus, Document, Passage
 
 if TYPE_CHECKING:
     from ragtrack.llm.client import LLM
@@ -98,39 +98,69 @@ def fixed_units(ctx: UnitContext, params: FixedChunking) -> Units:
     return Units(fixed_chunks(ctx.corpus, params.chunk_size, params.chunk_overlap, ctx.min_overlap))
 
 
-def parent_groups(passages: tuple[Passage, ...], parent_level: int) -> list[list[Passage]]:
-    """Group a document's passages under parents: everything below one section at
-    ``parent_level`` shares a parent (even when that section has no body text of
-    its own); shallower passages are parents on their own.
+SECTION, GROUPED, PASSAGE = "section", "grouped", "passage"  # how a parent was formed (Chunk.metadata["parent"])
 
-    With JSONL corpora every passage has at most a title, so each passage is its own parent.
+
+def parent_groups(document: Document, parent_level: int, flat_parent_chars: int) -> list[tuple[str, list[Passage]]]:
+    """Group a document's passages under parents, each with how it was formed.
+
+    * A document split at headings: everything below one section at ``parent_level``
+      shares a parent (even when that section has no body text of its own); shallower
+      passages are parents on their own (``section``). Levels count from a title: a
+      Markdown file's single ``#`` heading is level 1, so ``##`` sections are parents at
+      level 2; a document without one title heading (a Chinese manual whose title is a
+      plain line above ``一、``) counts its top headings as level 2.
+    * A flat document — a heading-less text split at paragraphs, a JSONL document of
+      several passages: consecutive passages are grouped while the group spans at most
+      ``flat_parent_chars`` (``grouped``), so small-to-big still returns more than the
+      passage that matched.
+    * A document of one passage is its own parent (``passage``): nothing to group.
     """
-    groups: list[list[Passage]] = []
+    passages = document.passages
+    if len(passages) == 1:
+        return [(PASSAGE, list(passages))]
+    if not document.sectioned:
+        groups: list[list[Passage]] = []
+        for p in passages:
+            if groups and p.end - groups[-1][0].start <= flat_parent_chars:
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+        return [(GROUPED if len(g) > 1 else PASSAGE, g) for g in groups]
+    titled = len({p.heading_path[0] for p in passages if p.heading_path}) == 1
+    level = parent_level if titled else parent_level - 1
+    sections: list[list[Passage]] = []
     last_key: tuple | None = None
     for p in passages:
-        deep = len(p.heading_path) >= parent_level
-        key = ("section", *p.heading_path[:parent_level]) if deep else ("own", p.id)
-        if groups and key == last_key:
-            groups[-1].append(p)
+        deep = len(p.heading_path) >= level > 0
+        key = ("section", *p.heading_path[:level]) if deep else ("own", p.id)
+        if sections and key == last_key:
+            sections[-1].append(p)
         else:
-            groups.append([p])
+            sections.append([p])
         last_key = key
-    return groups
+    return [(SECTION, g) for g in sections]
 
 
 def parent_child_chunks(
-    corpus: Corpus, parent_level: int, child_max_chars: int, child_overlap: int, min_overlap: float
+    corpus: Corpus,
+    parent_level: int,
+    child_max_chars: int,
+    child_overlap: int,
+    min_overlap: float,
+    flat_parent_chars: int,
 ) -> tuple[list[Chunk], dict[str, Chunk]]:
-    """v3 "small to big": index small children, return their parent section.
+    """v3 "small to big": index small children, return their parent.
 
     Children are windows of at most ``child_max_chars`` inside each passage
     (whole short sections, or sentence windows of long ones); the parent is the
-    enclosing section at ``parent_level`` with everything nested under it.
+    enclosing section at ``parent_level`` with everything nested under it, or a
+    group of consecutive passages of a flat document (see :func:`parent_groups`).
     """
     children: list[Chunk] = []
     parents: dict[str, Chunk] = {}
     for doc in corpus.documents.values():
-        for g, group in enumerate(parent_groups(doc.passages, parent_level)):
+        for g, (kind, group) in enumerate(parent_groups(doc, parent_level, flat_parent_chars)):
             start, end = group[0].start, group[-1].end
             parent = Chunk(
                 id=f"{doc.id}::p{g:03d}",
@@ -138,7 +168,7 @@ def parent_child_chunks(
                 doc_id=doc.id,
                 passage_ids=tuple(p.id for p in group),
                 spans=((start, end),),
-                metadata={"title": group[0].title},
+                metadata={"title": group[0].title, "parent": kind},
             )
             parents[parent.id] = parent
             n = 0
@@ -160,6 +190,11 @@ def parent_child_chunks(
 
 def parent_child_units(ctx: UnitContext, params: ParentChildChunking) -> Units:
     children, parents = parent_child_chunks(
-        ctx.corpus, params.parent_level, params.child_max_chars, params.child_overlap, ctx.min_overlap
+        ctx.corpus,
+        params.parent_level,
+        params.child_max_chars,
+        params.child_overlap,
+        ctx.min_overlap,
+        params.flat_parent_chars,
     )
     return Units(children, parents)

@@ -8,6 +8,7 @@ transformers or FlagModel loader would have to be told by hand.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -18,32 +19,92 @@ from ragtrack.pipeline.models import ResolvedModel
 class Embedder(Embeddings):
     """A langchain ``Embeddings`` over a local sentence-transformers model, counting its work."""
 
-    def __init__(self, model: ResolvedModel, batch_size: int = 32):
+    remembers = True  # vectors are worth computing once, at index time, and keeping beside the index
+
+    def __init__(self, model: ResolvedModel, batch_size: int = 32, remember: int = 50_000):
         from sentence_transformers import SentenceTransformer
 
         self.model_info = model
         self.batch_size = batch_size
         self._model = SentenceTransformer(model.path, device="cpu", local_files_only=True)
         self._lock = threading.Lock()
+        # Each text is encoded once: vectors known from the index (sentences, topics) plus the most
+        # recent query-time texts (questions, rewrites, outline points).
+        self._known: dict[str, np.ndarray] = {}
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._remember = remember
         self.texts_embedded = 0  # tests assert a cached index embeds nothing
+        self.encode_calls = 0
 
     @property
     def dimension(self) -> int:
         return int(self._model.get_sentence_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text."""
+        """Unit-length float32 vectors, one row per text; texts seen before are not encoded again."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock:  # torch on 2 cores: one batch at a time is fastest and thread-safe
-            self.texts_embedded += len(texts)
-            vectors = self._model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-            )
-        return np.asarray(vectors, dtype=np.float32)
+            missing = [t for t in dict.fromkeys(texts) if t not in self._known and t not in self._recent]
+            if missing:
+                self.texts_embedded += len(missing)
+                self.encode_calls += 1
+                vectors = self._model.encode(
+                    missing, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+                )
+                for text, vector in zip(missing, np.asarray(vectors, dtype=np.float32), strict=True):
+                    self._recent[text] = vector
+            rows = []
+            for text in texts:
+                if text in self._known:
+                    rows.append(self._known[text])
+                else:
+                    self._recent.move_to_end(text)
+                    rows.append(self._recent[text])
+            while len(self._recent) > self._remember:
+                self._recent.popitem(last=False)
+        return np.stack(rows)
+
+    def know(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
+        with self._lock:
+            self._known.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
         return self.encode([text])[0].tolist()
+
+
+class LexicalEmbedder:
+    """Bag-of-units vectors for versions that embed nothing (``embedding.model = "none"``).
+
+    BM25-only versions still pick answer sentences offline by closeness to the
+    question; without an embedder for the corpus's language, closeness is word
+    overlap: stemmed English content words or Chinese character bigrams
+    (:func:`ragtrack.text.overlap_units`), hashed by scikit-learn into a fixed
+    number of dimensions and scaled to unit length, so cosine is overlap.
+    """
+
+    dimension = 4096
+    model_info = None
+    texts_embedded = 0
+    remembers = False  # computing a vector is cheaper than storing 4096 floats per sentence
+
+    def know(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Nothing to remember (see ``remembers``)."""
+
+    def __init__(self) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        from ragtrack.text import overlap_units
+
+        self._vectorizer = HashingVectorizer(
+            analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
+        )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)

@@ -82,10 +82,12 @@ class AnswerStep(Step[AnswerInput, str]):
             return " ".join(s for _, _, s in sorted(picked)) or "The retrieved contexts do not answer this."
         # Outline-led: one paragraph per outline point, in the outline's order, each the
         # sentence closest to that point and the question, never reusing a sentence.
+        queries = [f"{inp.question} {point}" for point in inp.outline[: self.max_sentences]]
+        self.embedder.encode(queries)  # one batch; closest_sentences below finds them encoded
         used: set[str] = set()
         paragraphs = []
-        for point in inp.outline[: self.max_sentences]:
-            best = closest_sentences(self.embedder, f"{inp.question} {point}", inp.contexts, 1, used)
+        for query in queries:
+            best = closest_sentences(self.embedder, query, inp.contexts, 1, used)
             if best:
                 used.add(best[0][2])
                 paragraphs.append(best[0][2])

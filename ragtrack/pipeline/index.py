@@ -8,10 +8,11 @@ it is the raw FAISS index plus the chunks as JSON — never a pickle, which
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import faiss
@@ -20,7 +21,6 @@ from langchain_community.docstore.in_memory import InMemoryDocstore
 from langchain_community.vectorstores import FAISS
 from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document as LCDocument
-from rank_bm25 import BM25Okapi
 
 from ragtrack.files import atomic_folder
 from ragtrack.pipeline.chunking import Chunk, Units
@@ -76,26 +76,49 @@ class DenseIndex:
         return [(doc.id, float(score)) for doc, score in hits]
 
 
-def save_index(folder: Path, units: Units, dense: DenseIndex | None) -> None:
+@dataclass
+class TextVectors:
+    """Texts embedded at index time for use at query time (context sentences, topics), kept on disk."""
+
+    texts: list[str]
+    vectors: np.ndarray
+
+
+def save_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None = None) -> None:
     """Write atomically (temp folder, then rename): a half-written entry would poison later runs."""
     with atomic_folder(folder) as tmp:
         payload = {"chunks": [asdict(c) for c in units.chunks], "parents": [asdict(c) for c in units.parents.values()]}
         (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         if dense is not None:
             faiss.write_index(dense.store.index, str(tmp / "dense.faiss"))
+        if known is not None:
+            (tmp / "texts.json").write_text(json.dumps(known.texts, ensure_ascii=False), encoding="utf-8")
+            np.save(tmp / "texts.npy", known.vectors, allow_pickle=False)
 
 
-def load_index(folder: Path, embedder: Embedder, need_dense: bool) -> tuple[Units, DenseIndex | None] | None:
-    """The cached units (and dense index when needed), or None on a miss or a damaged entry."""
+def load_index(
+    folder: Path, embedder: Embedder, need_dense: bool
+) -> tuple[Units, DenseIndex | None, TextVectors] | None:
+    """The cached units, dense index (when needed) and index-time text vectors; None on a miss or damage."""
     try:
         data = json.loads((folder / "units.json").read_text(encoding="utf-8"))
         index = faiss.read_index(str(folder / "dense.faiss")) if need_dense else None
         chunks = [chunk_from_json(r) for r in data["chunks"]]
         parents = {r["id"]: chunk_from_json(r) for r in data["parents"]}
+        known = (
+            TextVectors(
+                json.loads((folder / "texts.json").read_text(encoding="utf-8")),
+                np.load(folder / "texts.npy", allow_pickle=False),
+            )
+            if (folder / "texts.json").exists()
+            else TextVectors([], np.zeros((0, 0), dtype=np.float32))
+        )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return None
+    if len(known.texts) != len(known.vectors):
+        return None
     dense = DenseIndex(chunks, embedder, index) if index is not None else None
-    return Units(chunks, parents), dense
+    return Units(chunks, parents), dense, known
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
@@ -112,18 +135,37 @@ def tokenizer_for(language: str):
 
 
 class BM25Index:
-    """Okapi BM25 (rank-bm25) over chunk texts."""
+    """Okapi BM25 over chunk texts, as bm25s's sparse score matrix (a query is a few column sums).
+
+    Robertson's variant with k1 = 1.2, b = 0.75: the idf of a word found in more than
+    half of the texts is 0 (rank_bm25, used before, gave such words a floor of a quarter of
+    the average idf, so "the" and "of" weighed as much as a rare name's quarter).
+    """
 
     def __init__(self, chunks: list[Chunk], language: str, k1: float = 1.2, b: float = 0.75):
+        import bm25s
+
         self.ids = [c.id for c in chunks]
         self.tokenize = tokenizer_for(language)
         self.language = language
-        self.bm25 = BM25Okapi([self.tokenize(c.text) or [""] for c in chunks], k1=k1, b=b)
+        self.vocab: dict[str, int] = {}
+        docs = [[self.vocab.setdefault(t, len(self.vocab)) for t in self.tokenize(c.text)] for c in chunks]
+        self.bm25 = bm25s.BM25(method="robertson", k1=k1, b=b)
+        self.bm25.index((docs, self.vocab), show_progress=False)
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - lives as long as its index; a query is ranked once
+    def ranking(self, query: str, depth: int = 1000) -> tuple[tuple[str, float], ...]:
+        """The ``depth`` best texts with a positive score for ``query``, best first (ties in index order)."""
+        known = [self.vocab[t] for t in self.tokenize(query) if t in self.vocab]
+        if not known:
+            return ()
+        scores = self.bm25.get_scores_from_ids(known)
+        candidates = np.flatnonzero(scores > 0)
+        if len(candidates) > depth:  # keep every text scoring at least the depth-th best (ties included)
+            cut = np.partition(scores[candidates], -depth)[-depth]
+            candidates = candidates[scores[candidates] >= cut]
+        order = candidates[np.argsort(-scores[candidates], kind="stable")][:depth]
+        return tuple((self.ids[i], float(scores[i])) for i in order)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
-        tokens = self.tokenize(query)
-        if not tokens:
-            return []
-        scores = self.bm25.get_scores(tokens)
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+        return list(self.ranking(query, max(k, 1000))[:k])

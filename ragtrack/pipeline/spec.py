@@ -70,6 +70,8 @@ class ParentChildChunking(_Strict):
 
     ``parent_level`` is the heading level whose sections are parents (2 = ``##``).
     Children are the sections below it, cut into windows of ``child_max_chars``.
+    Documents with no section that deep (heading-less text, JSONL documents) group
+    consecutive passages into parents of at most ``flat_parent_chars``.
     """
 
     implementation: ClassVar[str] = "ragtrack.pipeline.chunking:parent_child_units"
@@ -77,6 +79,7 @@ class ParentChildChunking(_Strict):
     parent_level: int = Field(ge=1, le=6)
     child_max_chars: int = Field(gt=0)
     child_overlap: int = Field(ge=0)
+    flat_parent_chars: int = Field(default=1500, gt=0)
 
 
 # Strategy name → its parameter model (whose ``implementation`` names the code).
@@ -88,9 +91,16 @@ Chunking = Annotated[FixedChunking | QAPairsChunking | ParentChildChunking, Fiel
 
 
 class EmbeddingSpec(_Strict):
+    """The embedder: a hub name, a local folder, a packaged model (``m3e-small``), or ``"none"`` for a
+    version that embeds nothing (BM25 retrieval; offline answers then pick sentences by word overlap)."""
+
     model: str
     substitute: str | None = None
     batch_size: int = Field(default=32, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.model != "none"
 
 
 class RetrievalSpec(_Strict):

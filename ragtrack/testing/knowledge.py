@@ -17,10 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rank_bm25 import BM25Okapi
-
 from ragtrack.corpus import load_corpus
-from ragtrack.text import content_tokens, split_sentences, tokens
+from ragtrack.pipeline.chunking import Chunk
+from ragtrack.pipeline.index import BM25Index
+from ragtrack.text import content_tokens, split_sentences
 
 _NAMESPACE = uuid.UUID("6f1c2a4e-58b0-4d4b-9a57-2f0f3c1e9d11")
 
@@ -101,14 +101,14 @@ class Knowledge:
                 document.segments.append(segment)
                 self.segments.append(segment)
             self.documents.append(document)
-        self._bm25 = BM25Okapi([tokens(s.text) or ["\0"] for s in self.segments])
+        texts = [Chunk(str(n), s.text, s.document.name, ()) for n, s in enumerate(self.segments)]
+        self._bm25 = BM25Index(texts, corpus.language)
 
     def search(self, query: str, k: int) -> list[tuple[Segment, float]]:
         """The ``k`` best segments by BM25, scores scaled to (0, 1]; ties keep corpus order."""
-        scores = self._bm25.get_scores(tokens(query) or ["\0"])
-        ranked = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))[:k]
-        top = scores[ranked[0]] if ranked else 1.0
-        return [(self.segments[i], round(float(scores[i] / top), 4)) for i in ranked]
+        ranked = self._bm25.search(query, k)
+        top = ranked[0][1] if ranked else 1.0
+        return [(self.segments[int(n)], round(score / top, 4)) for n, score in ranked]
 
 
 def extractive_answer(question: str, segments: list[Segment]) -> str:

@@ -29,10 +29,9 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
     def _build(self):
         from ragtrack.agent import AgentContext, build_agent
         from ragtrack.config import load_config
-        from ragtrack.corpus import load_corpus
 
         config = load_config(self._config.get("root", "."))
-        corpus = load_corpus(self._config.get("corpus") or config.path(config.project.corpus))
+        corpus = config.load_corpus(self._config.get("corpus"))
         return build_agent(self._spec, AgentContext(corpus, config, config.eval.min_overlap))
 
     def predict(self, context, model_input: list[str], params=None):

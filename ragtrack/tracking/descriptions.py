@@ -28,7 +28,8 @@ from ragtrack.records import RunSummary
 #: Metrics whose paired difference is shown per question type too (the rest: all items only).
 PER_TYPE_DELTAS = (CRITERION, "context_recall")
 PAIRED_NOTE = (
-    "Δ over the items both runs answered; 95% paired-bootstrap interval; sign-flip p; \\* the interval excludes 0."
+    "Δ over the items both runs answered; 95% paired-bootstrap interval; sign-flip p; "
+    "\\* the interval excludes 0 and p < 0.05."
 )
 _GAP = "\u00a0" * 3  # left of every cell but the first: the UI's tables have no padding
 

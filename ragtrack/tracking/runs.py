@@ -54,6 +54,7 @@ def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Age
         Tag.SUBSTITUTED: str(agent.substituted).lower(),
         Tag.MODEL_VERSION: model.version,
         Tag.MODEL_ID: model.model_id,
+        **{Tag.warning(code): message for code, message in agent.setup.warnings.items()},
     }
 
 

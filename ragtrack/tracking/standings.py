@@ -138,10 +138,6 @@ def champion_since(store: Store, model_version: str) -> tuple[int, str, str] | N
     return None
 
 
-#: The runs-table view ragtrack keeps: every eval run with the figures that compare versions.
-VERSIONS_VIEW = "ragtrack-versions"
-
-
 def describe_experiment(store: Store, current: RunSummary | None = None) -> None:
     """The experiment's description (on top of every page of it) and its "versions side by side" view.
 

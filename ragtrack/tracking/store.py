@@ -65,6 +65,12 @@ class Tag:
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
     ITEM_ID = "ragtrack.item_id"  # traces: the golden item
     ITEM_TYPE = "ragtrack.item_type"  # traces: its question type
+    WARNING_PREFIX = "ragtrack.warning."  # eval runs: one tag per agent warning (language_mismatch, ...)
+
+    @staticmethod
+    def warning(code: str) -> str:
+        """The tag of one agent warning: ``ragtrack.warning.language_mismatch``."""
+        return Tag.WARNING_PREFIX + code
 
 
 #: The run type MLflow's UI lists under "Evaluation runs" and opens on its evaluation view.

@@ -29,7 +29,15 @@ import logging
 import time
 
 import mlflow
-from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Document, SpanStatusCode, SpanType
+from mlflow.entities import (
+    AssessmentError,
+    AssessmentSource,
+    AssessmentSourceType,
+    Document,
+    SpanStatusCode,
+    SpanType,
+    TraceInfo,
+)
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
 from mlflow.tracing.constant import TraceMetadataKey
 
@@ -56,11 +64,11 @@ def retrieval_feedback(item_key: str) -> str:
 
 
 def log_traces(store: Store, run: RunSummary, model_id: str | None, records: list[ItemRecord], judge: str) -> int:
-    """A trace for every record of ``run`` that has none yet; returns how many were logged.
+    """A trace for every record of ``run`` that has no complete one yet; returns how many were logged.
 
     ``judge`` is the run's ``judge`` param: the heuristics (code) or an LLM judge.
     """
-    done = logged_items(store, run.run_id)
+    done = _settle(store, run.run_id, records)
     todo = [r for r in records if r.id not in done]
     traced = [(r, span) for r in todo if (span := _trace(store, run, model_id, r)) is not None]
     if not traced:
@@ -74,17 +82,49 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     return len(traced)
 
 
-def logged_items(store: Store, run_id: str) -> set[str]:
-    """The item IDs that already have a trace in ``run_id``."""
-    found, token = set(), None
+def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
+    """The traces of ``run_id`` by item ID (several for one item only after an interrupted write)."""
+    found: dict[str, list[TraceInfo]] = {}
+    token = None
     while True:
         page = store.client.search_traces(
             locations=[store.experiment_id], run_id=run_id, include_spans=False, max_results=500, page_token=token
         )
-        found.update(t.info.tags.get(Tag.ITEM_ID) for t in page)
+        for trace in page:
+            if item := trace.info.tags.get(Tag.ITEM_ID):
+                found.setdefault(item, []).append(trace.info)
         token = page.token
         if not token:
-            return found - {None}
+            return found
+
+
+def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
+    """The items that have a complete trace; any other trace of an item is deleted, to be logged again.
+
+    A process killed while logging leaves a trace without its assessments (they are written
+    after it, the first judge's feedback last): that item is traced again, not left half-told.
+    """
+    last = {r.id: _last_assessment(r) for r in records}
+    done: set[str] = set()
+    stale: list[str] = []
+    for item, infos in item_traces(store, run_id).items():
+        for info in infos:
+            names = {a.name for a in info.assessments or ()}
+            if item in last and item not in done and last[item] in names:
+                done.add(item)
+            else:
+                stale.append(info.trace_id)
+    if stale:
+        store.client.delete_traces(store.experiment_id, trace_ids=stale)
+    return done
+
+
+def _last_assessment(r: ItemRecord) -> str:
+    """The name of the assessment :func:`_assess` writes last for ``r``: present means complete."""
+    if r.judges:
+        return judge_feedback(next(iter(r.judges)))
+    logged = [key for key, value in r.retrieval.items() if value is not None]
+    return retrieval_feedback(logged[0]) if logged else EXPECTED_PASSAGES
 
 
 def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord) -> tuple[str, str] | None:

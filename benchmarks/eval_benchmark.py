@@ -1,0 +1,185 @@
+"""Eval benchmark: offline v1 and v5, per item, against the floor — side by side with a baseline commit.
+
+For each version and corpus size (the shipped KB, and the KB ×10: nine more copies
+under renamed folders, so every golden ID still resolves) it runs ``ragtrack eval``
+twice in a fresh project: the first run builds the index (timed as "index"), the
+second uses the cached index and gives the per-item time and the shares of the
+phases (items, logging). The floor is what an item cannot avoid: one batched
+query encode and one search of the version's retrieval mode.
+
+    python benchmarks/eval_benchmark.py                       # this checkout
+    python benchmarks/eval_benchmark.py --baseline HEAD~3     # and that commit, side by side
+
+The baseline is checked out into a temporary git worktree and measured by this same
+script in a subprocess, through the public ``ragtrack.api.evaluate`` only. A script,
+not a test: timings depend on the machine and its load; read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_project(root: Path, repo: Path, scale: int) -> Path:
+    """pipelines/ and the golden set of ``repo``; its KB, plus ``scale - 1`` copies under renamed folders."""
+    shutil.copytree(repo / "pipelines", root / "pipelines")
+    (root / "golden").mkdir(parents=True)
+    shutil.copy(repo / "golden" / "golden.jsonl", root / "golden" / "golden.jsonl")
+    shutil.copytree(repo / "golden" / "kb", root / "golden" / "kb")
+    for n in range(1, scale):
+        shutil.copytree(repo / "golden" / "kb", root / "golden" / "kb" / f"copy-{n:02d}")
+    return root
+
+
+def measure(version: str, scale: int, repo: Path) -> dict:
+    """Two evals in a fresh project (cold index, then cached); phase times from the API's progress hooks."""
+    from ragtrack.api import Progress, evaluate
+
+    with tempfile.TemporaryDirectory(prefix="ragtrack-bench-") as tmp:
+        root = make_project(Path(tmp) / "project", repo, scale)
+        figures = {}
+        for label in ("cold", "warm"):
+            marks: dict[str, float] = {"begin": time.perf_counter()}
+
+            def stage(name: str, marks=marks) -> None:
+                if name.startswith("building"):
+                    marks["build"] = time.perf_counter()
+                elif name.startswith("logging"):
+                    marks["logging"] = time.perf_counter()
+
+            def start(total: int, resumed: int, marks=marks) -> None:
+                marks["items"] = time.perf_counter()
+
+            report = evaluate(version, root=root, progress=Progress(on_stage=stage, on_start=start))
+            marks["end"] = time.perf_counter()
+            n = len(report.records)
+            figures[label] = {
+                "index_s": marks["items"] - marks.get("build", marks["begin"]),
+                "item_ms": (marks["logging"] - marks["items"]) / n * 1000,
+                "logging_s": marks["end"] - marks["logging"],
+                "total_s": marks["end"] - marks["begin"],
+                "items": n,
+                "recall": report.metrics["context_recall"],
+                "correctness": report.metrics["correctness"],
+            }
+        return {"version": version, "scale": scale, **figures}
+
+
+def floor_ms(version: str, scale: int) -> float:
+    """One batched query encode + one search, per golden question, with this checkout's code."""
+    from ragtrack.agent import AgentContext
+    from ragtrack.config import load_config
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import load_golden
+    from ragtrack.pipeline.agent import PipelineAgent
+    from ragtrack.spec import load_spec
+
+    with tempfile.TemporaryDirectory(prefix="ragtrack-floor-") as tmp:
+        root = make_project(Path(tmp) / "project", REPO, scale)
+        corpus = load_corpus(root / "golden" / "kb")
+        golden = load_golden(root / "golden" / "golden.jsonl", corpus)
+        agent = PipelineAgent(load_spec(version, root / "pipelines"), AgentContext(corpus, load_config(root)))
+        k = agent.spec.retrieval.top_k
+        started = time.perf_counter()
+        for item in golden.items:
+            agent.embedder.encode([item.question])
+            agent.search.search(item.question, k)
+        return (time.perf_counter() - started) / len(golden) * 1000
+
+
+def baseline(rev: str, args: argparse.Namespace) -> list[dict]:
+    """The same measurements on ``rev``, from a temporary worktree (its code, its pipelines and data)."""
+    folder = Path(tempfile.mkdtemp(prefix="ragtrack-baseline-"))
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), rev], check=True, capture_output=True
+    )
+    try:
+        out = folder / "results.json"
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--measure-only",
+            "--repo",
+            str(folder),
+            "--json",
+            str(out),
+        ]
+        cmd += ["--versions", *args.versions, "--scales", *map(str, args.scales)]
+        subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(folder)})
+        return json.loads(out.read_text())
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--versions", nargs="+", default=["v1", "v5"])
+    parser.add_argument("--scales", nargs="+", type=int, default=[1, 10])
+    parser.add_argument("--baseline", help="A git revision to measure side by side (e.g. HEAD~1).")
+    parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help="Also write the results here.")
+    args = parser.parse_args()
+
+    runs = []
+    for version in args.versions:
+        for scale in args.scales:
+            print(f"measuring {version} on the KB x{scale} ({args.repo})", file=sys.stderr, flush=True)
+            runs.append(measure(version, scale, args.repo))
+    if args.json:
+        args.json.write_text(json.dumps(runs, indent=1))
+    if args.measure_only:
+        return
+    floors = {(v, s): floor_ms(v, s) for v in args.versions for s in args.scales}
+    before = {(r["version"], r["scale"]): r for r in baseline(args.baseline, args)} if args.baseline else {}
+
+    def row(label: str, r: dict, floor: float) -> str:
+        w, c = r["warm"], r["cold"]
+        return (
+            f"{label:<10}{r['version']:<6}x{r['scale']:<4}{w['item_ms']:>9.0f}{w['item_ms'] / floor:>8.1f}x"
+            f"{c['index_s']:>10.1f}{w['logging_s']:>10.1f}{w['recall']:>8.3f}{w['correctness']:>7.2f}"
+        )
+
+    heads = ("item ms", "/floor", "index s", "log s", "recall", "corr")
+    print(
+        f"{'code':<10}{'ver':<6}{'KB':<5}"
+        + "".join(f"{h:>{w}}" for h, w in zip(heads, (9, 9, 10, 10, 8, 7), strict=True))
+    )
+    for r in runs:
+        key = (r["version"], r["scale"])
+        floor = floors[key]
+        if key in before:
+            print(row(f"{args.baseline}"[:10], before[key], floor))
+        print(row("this", r, floor))
+        if key in before:
+            print(
+                f"{'':<21}floor {floor:.0f} ms/item; this/baseline per item: "
+                f"{r['warm']['item_ms'] / before[key]['warm']['item_ms']:.2f}"
+            )
+        else:
+            print(f"{'':<21}floor {floor:.0f} ms/item")
+    for version in args.versions:
+        if len(args.scales) > 1:
+            small, big = min(args.scales), max(args.scales)
+            ratio = (
+                next(r for r in runs if r["version"] == version and r["scale"] == big)["warm"]["item_ms"]
+                / next(r for r in runs if r["version"] == version and r["scale"] == small)["warm"]["item_ms"]
+            )
+            print(f"{version}: per item, KB x{big} costs {ratio:.2f}x KB x{small} (index build excepted)")
+
+
+if __name__ == "__main__":
+    main()
