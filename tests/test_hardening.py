@@ -23,6 +23,7 @@ from ragtrack.corpus import load_corpus
 from ragtrack.errors import InputError
 from ragtrack.golden import load_golden
 from ragtrack.llm.fake_server import FakeOpenAIServer
+from ragtrack.tracking import traces
 from ragtrack.tracking.store import open_store
 
 from .conftest import DATA, REPO
@@ -176,3 +177,89 @@ def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(pro
     assert [r.info.status for r in found] == ["KILLED"]
     kept = [json.loads(line) for p in checkpoints.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert sum("id" in row for row in kept) >= 2
+
+
+# ---------------------------------------------------------------- SIGKILL, then resume
+
+# Run in a child process: an eval whose final logging is SIGKILLed after two items' traces are
+# complete — the other traces exist, their assessments not yet. The kill is real; its moment is
+# injected, because no outside observer can hit that window reliably.
+KILL_WHILE_LOGGING = """
+import os, signal, sys
+from ragtrack.api import evaluate
+from ragtrack.tracking import traces
+
+assess, done = traces._assess, []
+
+def assess_then_die(*args):
+    if len(done) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    assess(*args)
+    done.append(args)
+
+traces._assess = assess_then_die
+evaluate("v1", root=sys.argv[1], judge="openai:m", use_cache=False)
+"""
+
+
+def _child_env(server: FakeOpenAIServer) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # set by earlier tests' stores
+    return {**env, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-loopback-0000000000"}
+
+
+def _resume_and_check(project, server: FakeOpenAIServer, monkeypatch) -> None:
+    """Resume in this process; the run must hold one complete trace per item and the whole eval's accounting."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-0000000000")
+    report = evaluate("v1", root=project, judge="openai:m", use_cache=False)
+    assert report.complete
+    store, found = runs_of(project)
+    assert [r.info.run_id for r in found] == [report.run_id], "the resumed run is the killed one"
+    by_item = traces.item_traces(store, report.run_id)
+    assert sorted(by_item) == sorted(r.id for r in report.records)
+    assert all(len(infos) == 1 for infos in by_item.values()), {k: len(v) for k, v in by_item.items()}
+    for infos in by_item.values():
+        names = {a.name for a in infos[0].assessments}
+        assert {traces.judge_feedback(j) for j in ("correctness", "groundedness")} <= names
+    # 5 items x 4 judges, whichever process made the calls.
+    assert report.accounting["judge"]["total"]["calls"] == 20
+    assert len(store.client.get_metric_history(report.run_id, "correctness")) == 1
+
+
+def test_sigkill_during_item_work_resumes_to_one_trace_per_item_and_the_whole_accounting(project, monkeypatch):
+    with FakeOpenAIServer(latency_s=0.3) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v1"]
+            + ["--judge", "openai:m", "--no-cache"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_child_env(server),
+        )
+        checkpoints = project / ".ragtrack" / "checkpoints"
+        deadline = time.monotonic() + 300
+        while not any(len(p.read_text().splitlines()) >= 3 for p in checkpoints.glob("*.jsonl")):  # 2 items done
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        kept = [line for p in checkpoints.glob("*.jsonl") for line in p.read_text().splitlines()]
+        assert 3 <= len(kept) < 6, "killed with items both done and to do"
+        _resume_and_check(project, server, monkeypatch)
+
+
+def test_sigkill_during_final_logging_resumes_to_one_trace_per_item(project, monkeypatch):
+    with FakeOpenAIServer() as server:
+        proc = subprocess.run(
+            [sys.executable, "-c", KILL_WHILE_LOGGING, str(project)],
+            capture_output=True,
+            text=True,
+            env=_child_env(server),
+            timeout=300,
+        )
+        assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+        store, found = runs_of(project)
+        assert [r.info.status for r in found] == ["RUNNING"]  # nobody could close it
+        half = traces.item_traces(store, found[0].info.run_id)
+        assert len(half) == 5, "every trace was made before the kill; three lack their assessments"
+        _resume_and_check(project, server, monkeypatch)
