@@ -138,7 +138,8 @@ def test_v1_evaluates_the_imported_hotpotqa_end_to_end(tmp_path, request):
     root = tmp_path / "project"
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     assert run("golden", "import", str(HOTPOTQA), "--out", str(root / "hotpotqa")).exit_code == 0
-    cache = request.config.cache.mkdir("ragtrack-hotpotqa-index")
+    pytest_cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = pytest_cache.mkdir("ragtrack-hotpotqa-index") if pytest_cache else tmp_path / "index-cache"
     (root / "ragtrack.toml").write_text(
         f'[project]\ncorpus = "hotpotqa/corpus.jsonl"\ngolden = "hotpotqa/golden.jsonl"\ncache_dir = "{cache}"\n'
     )
