@@ -96,7 +96,7 @@ def evaluate(search: Callable[[str, int], list[tuple[str, float]]], queries: lis
 
 def embedders_for(language: str, wanted: list[str] | None) -> list[str]:
     """Chinese data: the English default beside m3e-small (when installed); English data: the default."""
-    if wanted:
+    if wanted is not None:
         return wanted
     if language == "zh" and locate(CHINESE_EMBEDDING):
         return [ENGLISH_EMBEDDING, CHINESE_EMBEDDING]
@@ -104,6 +104,7 @@ def embedders_for(language: str, wanted: list[str] | None) -> list[str]:
 
 
 def run(name: str, data: Path, embedders: dict[str, Embedder], wanted: list[str] | None, n: int | None):
+    """BM25, then dense and hybrid with each embedder (``wanted == []``: BM25 only)."""
     folder, language, _ = DATASETS[name]
     corpus = read_jsonl(data / folder / "corpus.jsonl")
     queries = read_jsonl(data / folder / "queries.jsonl")
@@ -150,6 +151,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
     parser.add_argument("--only", choices=sorted(DATASETS), action="append")
     parser.add_argument("--embedder", action="append", help="Embedders for dense/hybrid (default: see above).")
+    parser.add_argument("--bm25-only", action="store_true", help="Skip dense and hybrid (no embedding: seconds).")
     parser.add_argument("--queries", type=int, default=500, help="At most this many questions per dataset (seed 0).")
     parser.add_argument("--json", type=Path, help="Also write the results here.")
     args = parser.parse_args()
@@ -157,9 +159,8 @@ def main() -> None:
         raise SystemExit(f"benchmark data not found at {args.data} (pass --data)")
 
     embedders: dict[str, Embedder] = {}
-    results = [
-        r for name in (args.only or DATASETS) for r in run(name, args.data, embedders, args.embedder, args.queries)
-    ]
+    wanted = [] if args.bm25_only else args.embedder
+    results = [r for name in (args.only or DATASETS) for r in run(name, args.data, embedders, wanted, args.queries)]
     header = (
         f"{'dataset':<11} {'retriever':<18}"
         + "".join(f"{m:>15}" for m in METRICS)

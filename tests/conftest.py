@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -66,3 +73,33 @@ def pipeline_agent(project: Path, corpus, embedder, version: str, spec=None):
 
     spec = spec or load_spec(version, project / "pipelines")
     return PipelineAgent(spec, AgentContext(corpus, load_config(project), embedder=embedder))
+
+
+@contextmanager
+def mlflow_process(command: str, *args: str, timeout: float = 120) -> Iterator[str]:
+    """``mlflow <command> <args> --host 127.0.0.1 --port <free>`` until the block ends; yields its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", command, *args, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            pytest.fail(f"mlflow {command} did not come up")
+        time.sleep(0.5)
+    try:
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

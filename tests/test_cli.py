@@ -128,3 +128,22 @@ def test_progress_lines_outside_a_terminal_have_a_rate_and_an_eta():
     assert p.line(30.0) == "12/48 items, 0.40 items/s, 30 s elapsed, ETA 90 s"
     p.done = 48
     assert p.line(600.0).endswith("10.0 min elapsed, done")
+
+
+def test_tables_piped_to_a_file_print_whole_never_cut_to_80_columns(evaluated):
+    """A CI log or `| tee`: no terminal, so no width to fit — every cell in full."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "MLFLOW_TRACKING_URI")}
+    out = subprocess.run(
+        [sys.executable, "-m", "ragtrack.cli", "--root", str(evaluated), "compare", "v1", "v3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert max(len(line) for line in out.stdout.splitlines()) > 80, out.stdout  # wider than a terminal's default
+    assert "…" not in out.stdout, out.stdout

@@ -157,6 +157,16 @@ def test_a_resumed_run_logs_each_metric_once_and_reports_the_whole_eval(project,
     assert len(history) == 1, "a metric logged again with the same value adds no history point"
 
 
+def wait_for_items(proc: subprocess.Popen, project, n: int):
+    """Wait until the eval in ``proc`` has checkpointed ``n`` items; returns the checkpoint folder."""
+    checkpoints = project / ".ragtrack" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not any(len(p.read_text().splitlines()) > n for p in checkpoints.glob("*.jsonl")):  # header + n items
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.02)
+    return checkpoints
+
+
 def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(project):
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v3"],
@@ -165,11 +175,7 @@ def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(pro
         text=True,
         env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},  # set by earlier tests' stores
     )
-    checkpoints = project / ".ragtrack" / "checkpoints"
-    deadline = time.monotonic() + 300
-    while not any(len(p.read_text().splitlines()) >= 3 for p in checkpoints.glob("*.jsonl")):  # 2 items done
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-        time.sleep(0.05)
+    checkpoints = wait_for_items(proc, project, 2)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, out
@@ -236,11 +242,7 @@ def test_sigkill_during_item_work_resumes_to_one_trace_per_item_and_the_whole_ac
             text=True,
             env=_child_env(server),
         )
-        checkpoints = project / ".ragtrack" / "checkpoints"
-        deadline = time.monotonic() + 300
-        while not any(len(p.read_text().splitlines()) >= 3 for p in checkpoints.glob("*.jsonl")):  # 2 items done
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.02)
+        checkpoints = wait_for_items(proc, project, 2)
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         kept = [line for p in checkpoints.glob("*.jsonl") for line in p.read_text().splitlines()]

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,7 +23,7 @@ from ragtrack.api import compare, evaluate, promote
 from ragtrack.config import load_config
 from ragtrack.tracking.store import Tag, open_store
 
-from .conftest import REPO, make_project
+from .conftest import REPO, make_project, mlflow_process
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts"
@@ -37,12 +33,6 @@ pytestmark = pytest.mark.browser
 
 if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
     pytest.skip("Debian's chromium is not installed (.ci/run installs it)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -68,40 +58,11 @@ def story(tmp_path_factory):
 def base(story):
     _, store, _, _ = story
     db = Path(store.tracking_uri.removeprefix("sqlite:///"))
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "ui",
-            "--backend-store-uri",
-            store.tracking_uri,
-            "--default-artifact-root",
-            (db.parent / "artifacts").as_uri(),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            server.kill()
-            pytest.fail("the MLflow UI did not come up")
-        time.sleep(0.5)
-    yield url
-    server.terminate()
-    server.wait(timeout=20)
+    artifacts = (db.parent / "artifacts").as_uri()
+    with mlflow_process(
+        "ui", "--backend-store-uri", store.tracking_uri, "--default-artifact-root", artifacts, timeout=90
+    ) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

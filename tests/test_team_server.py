@@ -8,27 +8,18 @@ PostgreSQL from Debian's packages, starts it and sets the variable, so CI always
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
-from .conftest import make_project
+from .conftest import make_project, mlflow_process
 
 SERVER = os.environ.get("RAGTRACK_TEST_POSTGRES")
 if not SERVER:
     pytest.skip("RAGTRACK_TEST_POSTGRES is not set (.ci/run sets it)", allow_module_level=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _admin(sql: str) -> None:
@@ -47,41 +38,11 @@ def team_server(tmp_path_factory):
     database = f"ragtrack_{uuid.uuid4().hex[:10]}"
     _admin(f"CREATE DATABASE {database}")
     backend = SERVER.rsplit("/", 1)[0] + f"/{database}"
-    port = _free_port()
     artifacts = tmp_path_factory.mktemp("team-artifacts")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--backend-store-uri",
-            backend,
-            "--artifacts-destination",
-            str(artifacts),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if urllib.request.urlopen(f"{uri}/health", timeout=2).read() == b"OK":
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            server.kill()
-            pytest.fail("mlflow server on PostgreSQL did not come up")
-        time.sleep(0.5)
-    yield uri
-    server.terminate()
-    server.wait(timeout=30)
+    with mlflow_process(
+        "server", "--backend-store-uri", backend, "--artifacts-destination", str(artifacts), timeout=180
+    ) as uri:
+        yield uri
     _admin(f"DROP DATABASE {database} WITH (FORCE)")
 
 
