@@ -136,6 +136,7 @@ def run(name: str, data: Path, embedders: dict[str, Embedder], wanted: list[str]
             ("dense", DenseSearch(dense, None), dense_build),
             ("hybrid", HybridSearch(dense, bm25, 60), bm25_build + dense_build),
         ):
+            embedders[model].forget_recent()  # each retriever pays for its own query encodes
             scores, latencies = evaluate(retriever.search, queries)
             results.append(result(name, f"{kind} {label}", scores, build, latencies))
     return results

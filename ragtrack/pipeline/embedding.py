@@ -65,6 +65,11 @@ class Embedder(Embeddings):
                 self._recent.popitem(last=False)
         return np.stack(rows)
 
+    def forget_recent(self) -> None:
+        """Drop the query-time vectors (a benchmark times each retriever with its own query encodes)."""
+        with self._lock:
+            self._recent.clear()
+
     def know(self, texts: list[str], vectors: np.ndarray) -> None:
         """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
         with self._lock:
@@ -91,6 +96,11 @@ class LexicalEmbedder:
     model_info = None
     texts_embedded = 0
     remembers = False  # computing a vector is cheaper than storing 4096 floats per sentence
+
+    def forget_recent(self) -> None:
+        """Drop the query-time vectors (a benchmark times each retriever with its own query encodes)."""
+        with self._lock:
+            self._recent.clear()
 
     def know(self, texts: list[str], vectors: np.ndarray) -> None:
         """Nothing to remember (see ``remembers``)."""

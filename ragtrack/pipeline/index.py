@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -145,6 +146,7 @@ class BM25Index:
     def __init__(self, chunks: list[Chunk], language: str, k1: float = 1.2, b: float = 0.75):
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets itself to DEBUG when imported
         self.ids = [c.id for c in chunks]
         self.tokenize = tokenizer_for(language)
         self.language = language
