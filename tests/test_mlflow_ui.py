@@ -51,6 +51,8 @@ def story(tmp_path_factory):
     champion_mv, champion = store.champion()
     challenger = next(r for r in store.eval_runs() if r.model_version != champion_mv)
     champion_run = store.latest_eval(champion, challenger.golden_digest, challenger.judge_identity)
+    if not store.client.get_model_version(store.registered_model, challenger.model_version).description:
+        pytest.fail(f"{root}: the newest eval ({challenger.version}) of a non-champion was never put to promote")
     return root, store, champion_run, challenger
 
 
