@@ -37,6 +37,16 @@ def test_bad_golden_line_is_reported_with_file_and_line(project):
     assert "Traceback" not in result.output
 
 
+def test_a_warning_at_line_100_prints_the_line_number_not_an_emoji(project):
+    doc = project / "golden" / "kb" / "long.md"
+    filler = [f"Line {n} of the introduction." for n in range(2, 100)]
+    body = "\n\n".join("A paragraph about tiles and memory, long enough to matter. " * 4 for _ in range(12))
+    doc.write_text("\n".join(["# Long document", *filler, "## A long section", body]) + "\n")
+    result = run("--root", str(project), "golden", "validate")
+    assert "long.md:100: section 'Long document > A long section'" in result.output, result.output
+    assert "💯" not in result.output
+
+
 def test_unknown_version_lists_the_available_ones(project):
     result = run("--root", str(project), "eval", "--version", "v42")
     assert result.exit_code == 2 and "available: v1, v2, v3, v4, v5" in result.output

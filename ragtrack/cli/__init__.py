@@ -19,8 +19,9 @@ from rich.console import Console
 
 from ragtrack.errors import RagtrackError
 
-console = Console(stderr=False)
-err = Console(stderr=True)
+# emoji=False: rich would turn `file.txt:100:` in a warning into `file.txt💯`.
+console = Console(stderr=False, emoji=False)
+err = Console(stderr=True, emoji=False)
 MACHINE_WIDTH = 1000  # columns when not printing to a terminal
 
 LLM_HELP = "offline (heuristic judges), openai:<model>, local:<path|smollm2> or a profile from ragtrack.toml."
