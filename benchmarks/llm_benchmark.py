@@ -2,7 +2,9 @@
 
 The server (127.0.0.1, ragtrack's fake OpenAI-compatible server) answers every
 request after a fixed latency L and serves at most C requests at once, queueing
-the rest — like a local llama.cpp / vLLM deployment. The best any client can do
+the rest — like a local llama.cpp / vLLM deployment. It runs in its own process,
+as a real endpoint does (``--server-in-process`` puts it in the clients' process,
+where its request handling competes with them for the GIL). The best any client can do
 is N·calls·L / C seconds; the script prints each client's wall time divided by
 that ideal (1.00 = perfect), its peak requests in flight and its failures:
 
@@ -16,6 +18,7 @@ that ideal (1.00 = perfect), its peak requests in flight and its failures:
   with ragas installed (it needs langchain < 1; see ``ragas_client.py``).
 
     python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--capacity 2] [--ragas-python PY]
+                                       [--server-in-process]
 
 Printed as ratios side by side: the machine is shared and noisy, absolute
 seconds are not comparable between runs.
@@ -40,6 +43,76 @@ from ragtrack.llm.fake_server import FakeOpenAIServer
 from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
 
 
+def reply(request: dict) -> str:
+    """One reply every client can read: ragtrack's judges take score/reason, MLflow's take result/rationale."""
+    return '{"score": 4, "reason": "supported", "result": "yes", "rationale": "supported"}'
+
+
+class Server:
+    """The loopback server with what the benchmark reads of it: requests seen, peak in flight."""
+
+    def __init__(self, latency: float, capacity: int):
+        self._server = FakeOpenAIServer(reply=reply, latency_s=latency, capacity=capacity)
+        self.base_url = self._server.base_url
+
+    def __enter__(self) -> Server:
+        self._server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.__exit__(*exc)
+
+    def reset_peak(self) -> None:
+        self._server.log.peak_in_flight = 0
+
+    def requests(self) -> int:
+        return len(self._server.log.requests)
+
+    def peak(self) -> int:
+        return self._server.log.peak_in_flight
+
+
+def _serve(latency: float, capacity: int, pipe) -> None:
+    """Child process: run the server and answer the parent's questions about it."""
+    with Server(latency, capacity) as server:
+        pipe.send(server.base_url)
+        for command in iter(pipe.recv, "stop"):
+            pipe.send(getattr(server, command)())
+
+
+class ServerProcess:
+    """The same server in a child process: its HTTP handling does not share the clients' GIL."""
+
+    def __init__(self, latency: float, capacity: int):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._pipe, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(latency, capacity, child), daemon=True)
+
+    def __enter__(self) -> ServerProcess:
+        self._process.start()
+        self.base_url = self._pipe.recv()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pipe.send("stop")
+        self._process.join(timeout=10)
+
+    def _ask(self, command: str):
+        self._pipe.send(command)
+        return self._pipe.recv()
+
+    def reset_peak(self) -> None:
+        self._ask("reset_peak")
+
+    def requests(self) -> int:
+        return self._ask("requests")
+
+    def peak(self) -> int:
+        return self._ask("peak")
+
+
 def items(n: int) -> list[JudgeInput]:
     return [
         JudgeInput(
@@ -52,7 +125,7 @@ def items(n: int) -> list[JudgeInput]:
     ]
 
 
-def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path, timeout: float) -> dict:
+def ragtrack_run(server: Server | ServerProcess, inputs: list[JudgeInput], cache: Path, timeout: float) -> dict:
     backend = OpenAIBackend(
         "bench",
         base_url=server.base_url,
@@ -63,8 +136,8 @@ def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path
     )
     llm = LLM(backend, cache_dir=cache, retry=RetryPolicy(max_attempts=5, base_delay_s=0.2))
     steps = judge_steps("en")
-    before = len(server.log.requests)
-    server.log.peak_in_flight = 0
+    before = server.requests()
+    server.reset_peak()
     started = time.monotonic()
 
     jobs = [(step, inp) for inp in inputs for step in steps.values()]  # like the eval runner: every call a task
@@ -72,13 +145,13 @@ def ragtrack_run(server: FakeOpenAIServer, inputs: list[JudgeInput], cache: Path
         failed = sum(pool.map(lambda job: not llm.run(*job).ok, jobs))
     return {
         "wall": time.monotonic() - started,
-        "calls": len(server.log.requests) - before,
-        "peak": server.log.peak_in_flight,
+        "calls": server.requests() - before,
+        "peak": server.peak(),
         "failed": failed,
     }
 
 
-def eval_run(server: FakeOpenAIServer, timeout: float) -> dict:
+def eval_run(server: Server | ServerProcess, timeout: float) -> dict:
     """``ragtrack eval --version v1 --judge <the server>`` on the shipped golden set, end to end.
 
     The index is built first by an offline eval (not timed); the timed eval answers every
@@ -105,28 +178,28 @@ def eval_run(server: FakeOpenAIServer, timeout: float) -> dict:
         def start(total: int, resumed: int) -> None:
             marks["start"] = time.monotonic()
 
-        before = len(server.log.requests)
-        server.log.peak_in_flight = 0
+        before = server.requests()
+        server.reset_peak()
         report = evaluate("v1", root=root, judge="bench", use_cache=False, progress=Progress(stage, start))
         failed = sum(v.error is not None for r in report.records for v in r.judges.values())
         return {
             "wall": marks["end"] - marks["start"],
-            "calls": len(server.log.requests) - before,
-            "peak": server.log.peak_in_flight,
+            "calls": server.requests() - before,
+            "peak": server.peak(),
             "failed": failed,
             "items": len(report.records),
         }
 
 
-def fixed_pool_run(server: FakeOpenAIServer, inputs: list[JudgeInput], timeout: float, workers: int = 16) -> dict:
+def fixed_pool_run(server: Server | ServerProcess, inputs: list[JudgeInput], timeout: float, workers: int = 16) -> dict:
     """A naive client: every call submitted to a 16-thread pool at once, no adaptation."""
     import openai
 
     client = openai.OpenAI(base_url=server.base_url, api_key="sk-bench", timeout=timeout, max_retries=2)
     steps = judge_steps("en")
     jobs = [(step, inp) for inp in inputs for step in steps.values()]
-    before = len(server.log.requests)
-    server.log.peak_in_flight = 0
+    before = server.requests()
+    server.reset_peak()
     started = time.monotonic()
 
     def call(job) -> bool:
@@ -141,13 +214,13 @@ def fixed_pool_run(server: FakeOpenAIServer, inputs: list[JudgeInput], timeout: 
         ok = sum(pool.map(call, jobs))
     return {
         "wall": time.monotonic() - started,
-        "calls": len(server.log.requests) - before,
-        "peak": server.log.peak_in_flight,
+        "calls": server.requests() - before,
+        "peak": server.peak(),
         "failed": len(jobs) - ok,
     }
 
 
-def mlflow_genai_run(server: FakeOpenAIServer, inputs: list[JudgeInput]) -> dict | str:
+def mlflow_genai_run(server: Server | ServerProcess, inputs: list[JudgeInput]) -> dict | str:
     """mlflow.genai.evaluate with four built-in judges on the same endpoint, if it can run here."""
     try:
         import mlflow
@@ -173,8 +246,8 @@ def mlflow_genai_run(server: FakeOpenAIServer, inputs: list[JudgeInput]) -> dict
             }
             for i in inputs
         ]
-        before = len(server.log.requests)
-        server.log.peak_in_flight = 0
+        before = server.requests()
+        server.reset_peak()
         started = time.monotonic()
         try:
             result = mlflow.genai.evaluate(data=data, scorers=scorers)
@@ -184,16 +257,16 @@ def mlflow_genai_run(server: FakeOpenAIServer, inputs: list[JudgeInput]) -> dict
         scored = sum(1 for k in result.metrics if k.endswith("/mean"))
     return {
         "wall": wall,
-        "calls": len(server.log.requests) - before,
-        "peak": server.log.peak_in_flight,
+        "calls": server.requests() - before,
+        "peak": server.peak(),
         "failed": f"{4 - scored} of 4 means missing" if scored < 4 else 0,
     }
 
 
-def ragas_run(server: FakeOpenAIServer, items_n: int, python: str) -> dict | str:
+def ragas_run(server: Server | ServerProcess, items_n: int, python: str) -> dict | str:
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-bench"}
-    before = len(server.log.requests)
-    server.log.peak_in_flight = 0
+    before = server.requests()
+    server.reset_peak()
     script = Path(__file__).with_name("ragas_client.py")
     done = subprocess.run([python, str(script), "--items", str(items_n)], env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -201,8 +274,8 @@ def ragas_run(server: FakeOpenAIServer, items_n: int, python: str) -> dict | str
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return {
         "wall": out["wall"],
-        "calls": len(server.log.requests) - before,
-        "peak": server.log.peak_in_flight,
+        "calls": server.requests() - before,
+        "peak": server.peak(),
         "failed": f"{out['nan']}/{out['scores']} NaN",
     }
 
@@ -216,20 +289,23 @@ def main() -> None:
     parser.add_argument("--skip-mlflow", action="store_true")
     parser.add_argument("--skip-eval", action="store_true", help="skip the end-to-end `ragtrack eval` row")
     parser.add_argument("--ragas-python", help="a Python with ragas installed, to include RAGAS")
+    parser.add_argument(
+        "--server-in-process", action="store_true", help="run the server in this process (it then shares the GIL)"
+    )
     args = parser.parse_args()
 
     inputs = items(args.items)
     calls = 4 * len(inputs)
     ideal = calls * args.latency / args.capacity
-    # One reply every client can read: ragtrack's judges take score/reason, MLflow's take result/rationale.
-    reply = lambda request: '{"score": 4, "reason": "supported", "result": "yes", "rationale": "supported"}'  # noqa: E731
+    serve = Server if args.server_in_process else ServerProcess
+    where = "in this process" if args.server_in_process else "in its own process"
     print(
         f"{args.items} items × 4 judges = {calls} calls; server latency {args.latency}s, capacity {args.capacity}; "
-        f"ideal wall time {ideal:.1f}s\n"
+        f"ideal wall time {ideal:.1f}s; server {where}\n"
     )
     rows = []
     with (
-        FakeOpenAIServer(reply=reply, latency_s=args.latency, capacity=args.capacity) as server,
+        serve(args.latency, args.capacity) as server,
         tempfile.TemporaryDirectory() as cache,
     ):
         rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
@@ -241,7 +317,7 @@ def main() -> None:
             rows.append(("ragas.evaluate", ragas_run(server, args.items, args.ragas_python)))
 
     if not args.skip_eval:
-        with FakeOpenAIServer(reply=reply, latency_s=args.latency, capacity=args.capacity) as server:
+        with serve(args.latency, args.capacity) as server:
             end_to_end = eval_run(server, args.timeout)
         # Its own ideal: the shipped golden set's items × 4 judges.
         ideal_eval = 4 * end_to_end["items"] * args.latency / args.capacity

@@ -84,6 +84,21 @@ def test_compare_prints_paired_rows_per_type_and_logs_a_run(evaluated):
     assert "comparison run" in out
 
 
+def test_comparing_the_same_two_runs_again_returns_the_first_comparison_run(evaluated):
+    from ragtrack.api import compare
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import Tag, open_store
+
+    first, again = compare("v1", "v3", root=evaluated), compare("v1", "v3", root=evaluated)
+    assert first.run_id and again.run_id == first.run_id
+    assert again.rows == first.rows  # seeded statistics: the reused run holds what would be logged again
+    store = open_store(load_config(evaluated))
+    query = f"tags.`{Tag.KIND}` = 'compare' and params.b_run = '{first.b.run_id}'"
+    assert len(list(store.search_runs([store.decisions_experiment_id], query))) == 1
+    swapped = compare("v3", "v1", root=evaluated)  # another pair: its own run
+    assert swapped.run_id != first.run_id
+
+
 def test_versions_lists_each_version_with_its_last_eval(evaluated):
     result = run("--root", str(evaluated), "versions")
     assert result.exit_code == 0, result.output

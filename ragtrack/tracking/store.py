@@ -385,6 +385,14 @@ class Store:
             if model_version in (r.data.params.get("model_version"), r.data.params.get("champion_model_version"))
         ]
 
+    def comparison_run(self, a_run: str, b_run: str) -> str | None:
+        """The finished comparison run of exactly these two eval runs, if one was logged."""
+        query = (
+            f"tags.`{Tag.KIND}` = 'compare' and params.a_run = '{a_run}' and params.b_run = '{b_run}' "
+            "and attributes.status = 'FINISHED'"
+        )
+        return next((r.info.run_id for r in self.search_runs([self.decisions_experiment_id], query)), None)
+
     def champion(self) -> tuple[str, str] | None:
         """(model version, agent version name) the ``champion`` alias points at, or None."""
         try:
