@@ -11,7 +11,9 @@ that ideal (1.00 = perfect), its peak requests in flight and its failures:
 * ragtrack, cold cache (adaptive concurrency, retries);
 * ragtrack, warm cache (expected: zero calls);
 * ``ragtrack eval --version v1 --judge <server>`` end to end on the shipped golden
-  set (offline answers and endpoint judging overlap; its ideal is items × 4 · L / C);
+  set (offline answers and endpoint judging overlap; its ideal is items × 4 · L / C),
+  then the next eval of the same project, which starts at the concurrency the first
+  one learned;
 * a fixed pool of 16 workers (RAGAS's default worker count), same timeout;
 * mlflow.genai.evaluate with an OpenAI-compatible judge, when it can run here;
 * RAGAS ``evaluate`` (four LLM metrics), run by ``--ragas-python``: a Python
@@ -37,10 +39,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ragtrack import llm as llm_layer
 from ragtrack.evaluation.judges import JudgeInput, judge_steps
 from ragtrack.llm.client import LLM, RetryPolicy
 from ragtrack.llm.fake_server import FakeOpenAIServer
-from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
+from ragtrack.llm.memory import EndpointMemory
+from ragtrack.llm.openai_backend import OpenAIBackend
 
 
 def reply(request: dict) -> str:
@@ -132,7 +136,7 @@ def ragtrack_run(server: Server | ServerProcess, inputs: list[JudgeInput], cache
         api_key="sk-bench",
         timeout_s=timeout,
         max_concurrency=16,
-        formats=ResponseFormatMemory(None),
+        memory=EndpointMemory(None),
     )
     llm = LLM(backend, cache_dir=cache, retry=RetryPolicy(max_attempts=5, base_delay_s=0.2))
     steps = judge_steps("en")
@@ -151,12 +155,15 @@ def ragtrack_run(server: Server | ServerProcess, inputs: list[JudgeInput], cache
     }
 
 
-def eval_run(server: Server | ServerProcess, timeout: float) -> dict:
-    """``ragtrack eval --version v1 --judge <the server>`` on the shipped golden set, end to end.
+def eval_run(server: Server | ServerProcess, timeout: float) -> list[dict]:
+    """``ragtrack eval --version v1 --judge <the server>`` on the shipped golden set, end to end, twice.
 
-    The index is built first by an offline eval (not timed); the timed eval answers every
+    The index is built first by an offline eval (not timed). Each timed eval answers every
     item (offline agent) and judges it on the server; its wall time is the item phase
-    (answering and judging, which overlap), as reported by the API's progress hooks.
+    (answering and judging, which overlap), as reported by the API's progress hooks. The
+    first meets the endpoint for the first time, so its limiter climbs from 2 requests in
+    flight; the second starts at the limit the first one reached (remembered in the project's
+    cache), as every later eval of a project against the same endpoint does.
     """
     from ragtrack.api import Progress, evaluate
 
@@ -169,26 +176,32 @@ def eval_run(server: Server | ServerProcess, timeout: float) -> dict:
             f'[eval]\ntimeout_s = {timeout}\n\n[profiles.bench]\nbase_url = "{server.base_url}"\nmodel = "bench"\n'
         )
         evaluate("v1", root=root)  # builds and caches the index
-        marks: dict[str, float] = {}
+        runs = []
+        for _ in range(2):
+            marks: dict[str, float] = {}
 
-        def stage(name: str) -> None:
-            if name.startswith("logging"):
-                marks["end"] = time.monotonic()
+            def stage(name: str, marks=marks) -> None:
+                if name.startswith("logging"):
+                    marks["end"] = time.monotonic()
 
-        def start(total: int, resumed: int) -> None:
-            marks["start"] = time.monotonic()
+            def start(total: int, resumed: int, marks=marks) -> None:
+                marks["start"] = time.monotonic()
 
-        before = server.requests()
-        server.reset_peak()
-        report = evaluate("v1", root=root, judge="bench", use_cache=False, progress=Progress(stage, start))
-        failed = sum(v.error is not None for r in report.records for v in r.judges.values())
-        return {
-            "wall": marks["end"] - marks["start"],
-            "calls": server.requests() - before,
-            "peak": server.peak(),
-            "failed": failed,
-            "items": len(report.records),
-        }
+            llm_layer._limiters.clear()  # each eval as a new process: only the project's cache remembers
+            before = server.requests()
+            server.reset_peak()
+            report = evaluate("v1", root=root, judge="bench", use_cache=False, progress=Progress(stage, start))
+            failed = sum(v.error is not None for r in report.records for v in r.judges.values())
+            runs.append(
+                {
+                    "wall": marks["end"] - marks["start"],
+                    "calls": server.requests() - before,
+                    "peak": server.peak(),
+                    "failed": failed,
+                    "items": len(report.records),
+                }
+            )
+        return runs
 
 
 def fixed_pool_run(server: Server | ServerProcess, inputs: list[JudgeInput], timeout: float, workers: int = 16) -> dict:
@@ -318,10 +331,11 @@ def main() -> None:
 
     if not args.skip_eval:
         with serve(args.latency, args.capacity) as server:
-            end_to_end = eval_run(server, args.timeout)
+            first, again = eval_run(server, args.timeout)
         # Its own ideal: the shipped golden set's items × 4 judges.
-        ideal_eval = 4 * end_to_end["items"] * args.latency / args.capacity
-        rows.append((f"ragtrack eval v1 ({end_to_end['items']} items)", {**end_to_end, "ideal": ideal_eval}))
+        ideal_eval = 4 * first["items"] * args.latency / args.capacity
+        rows.append((f"ragtrack eval v1 ({first['items']} items)", {**first, "ideal": ideal_eval}))
+        rows.append(("  the next eval", {**again, "ideal": ideal_eval}))
 
     base = rows[0][1]["wall"]
     print(f"{'client':<24}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}  failed")

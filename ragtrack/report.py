@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
 
 from ragtrack.evaluation import metrics as m
@@ -139,7 +140,7 @@ def moved_items_table(report: ComparisonReport, limit: int) -> Table | None:
         table.add_column(col)
     for c in moved:
         colour = "green" if c.delta > 0 else "red"
-        table.add_row(c.id, c.type, f"{c.a:g}", f"[{colour}]{c.b:g}[/]", c.question)
+        table.add_row(escape(c.id), c.type, f"{c.a:g}", f"[{colour}]{c.b:g}[/]", escape(c.question))
     return table
 
 
@@ -192,7 +193,7 @@ def versions_table(rows: list[VersionRow]) -> Table:
         )
     table.add_column("judge", overflow="fold", min_width=8)
     for row in rows:
-        label = f"{row.version} [bold green]★[/]" if row.champion else row.version
+        label = f"{escape(row.version)} [bold green]★[/]" if row.champion else escape(row.version)
         if not row.last_evals:
             table.add_row(label, row.model_version, row.spec_hash[:7], "—", "no eval", "", "", "", "", "—")
         for n, run in enumerate(row.last_evals):
@@ -246,7 +247,7 @@ def stats_table(stats: dict) -> Table:
             text = ", ".join(f"{k}: {v}" for k, v in value.items())
         else:
             text = f"{value:.2f}" if isinstance(value, float) else str(value)
-        table.add_row(key, text)
+        table.add_row(escape(key), escape(text))
     return table
 
 
@@ -257,19 +258,19 @@ def passages_table(rows: list[PassageRow]) -> Table:
     table.add_column("heading path", overflow="fold")
     table.add_column("chars", justify="right")
     for r in rows:
-        table.add_row(r.id, r.title, str(r.chars))
+        table.add_row(escape(r.id), escape(r.title), str(r.chars))
     return table
 
 
 def hits_table(hits: list[Hit], query: str, mode: str) -> Table:
     """``corpus search``: best passages first, each with the sentence that matched."""
-    table = Table(title=f"{mode} search: {query}", title_justify="left")
+    table = Table(title=f"{mode} search: {escape(query)}", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("id", overflow="fold")
     table.add_column("score", justify="right")
     table.add_column("best sentence", overflow="fold")
     for h in hits:
-        table.add_row(str(h.rank), h.passage_id, f"{h.score:.4f}", h.snippet)
+        table.add_row(str(h.rank), escape(h.passage_id), f"{h.score:.4f}", escape(h.snippet))
     return table
 
 

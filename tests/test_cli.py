@@ -172,3 +172,28 @@ def test_tables_piped_to_a_file_print_whole_never_cut_to_80_columns(evaluated):
     assert out.returncode == 0, out.stdout + out.stderr
     assert max(len(line) for line in out.stdout.splitlines()) > 80, out.stdout  # wider than a terminal's default
     assert "…" not in out.stdout, out.stdout
+
+
+def test_user_text_that_looks_like_rich_markup_is_printed_as_written(project):
+    """Headings, passages and questions are data: ``[/v1/chat]`` or ``[bold]`` must print verbatim, not crash."""
+    doc = project / "golden" / "kb" / "api.md"
+    doc.write_text(
+        "# Calling [/v1/chat] from [bold]scripts\n\n"
+        "Send a POST to [/v1/chat] with the [red]model[/red] field set; the reply carries [/b] choices.\n\n"
+        "## Retries\n\nRetry on 429 after the delay in the Retry-After header.\n"
+    )
+    golden = project / "golden" / "golden.jsonl"
+    golden.write_text(
+        golden.read_text()
+        + '{"id": "z1", "question": "Where do I send [/b] a chat call?", "type": "A", '
+        '"gt_context_ids": ["api.md#calling-v1-chat-from-bold-scripts/missing"], "gt_answer": "x"}\n'
+    )
+    listing = run("--root", str(project), "corpus", "ls")
+    assert listing.exit_code == 0, listing.output
+    assert "Calling [/v1/chat] from [bold]scripts" in listing.output.replace("\n", "")
+    found = run("--root", str(project), "corpus", "search", "--mode", "bm25", "POST to [/v1/chat]")
+    assert found.exit_code == 0, found.output
+    assert "[/v1/chat]" in found.output and "[red]model[/red]" in found.output.replace("\n", "")
+    checked = run("--root", str(project), "golden", "validate")
+    assert "MarkupError" not in checked.output and "Traceback" not in checked.output
+    assert "calling-v1-chat-from-bold-scripts/missing" in checked.output.replace("\n", ""), checked.output

@@ -15,8 +15,10 @@ from ragtrack.config import ProjectConfig
 from ragtrack.evaluation.judges import JudgeInput, judge_steps
 from ragtrack.llm import LLM, CircuitOpenError, RetryPolicy, make_llm
 from ragtrack.llm.base import ParseError, Step
+from ragtrack.llm.concurrency import AdaptiveLimiter
 from ragtrack.llm.fake_server import FakeOpenAIServer, Fault
-from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
+from ragtrack.llm.memory import EndpointMemory
+from ragtrack.llm.openai_backend import OpenAIBackend
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=2.0, max_consecutive_failures=5)
 
@@ -44,7 +46,7 @@ def client(server: FakeOpenAIServer, tmp_path=None, timeout: float = 5.0, **kw) 
         api_key="sk-test",
         timeout_s=timeout,
         max_concurrency=kw.pop("max_concurrency", 8),
-        formats=ResponseFormatMemory(None),
+        memory=EndpointMemory(None),
     )
     return LLM(backend, cache_dir=tmp_path, retry=kw.pop("retry", FAST), **kw)
 
@@ -136,13 +138,13 @@ def test_cache_serves_an_unchanged_rerun_with_zero_calls(tmp_path):
 
 
 def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path):
-    memory = ResponseFormatMemory(tmp_path / "endpoints.json")
+    memory = EndpointMemory(tmp_path / "endpoints.json")
     step = judge_steps("en")["correctness"]
     inp = JudgeInput("q", "a", "gt", ())
     with FakeOpenAIServer(
         reply=lambda r: '{"score": 5, "reason": "fine"}', reject_json_modes=("json_schema",)
     ) as server:
-        backend = OpenAIBackend("fake-model", base_url=server.base_url, api_key=None, formats=memory)
+        backend = OpenAIBackend("fake-model", base_url=server.base_url, api_key=None, memory=memory)
         llm = LLM(backend, retry=FAST)
         for _ in range(3):
             assert llm.run(step, inp).value.score == 5
@@ -151,8 +153,8 @@ def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path):
     assert modes == ["json_schema", "json_object", "json_object", "json_object"]
     assert "schema" in server.log.requests[1]["response_format"]
     # Remembered on disk: a new process starts at the mode that works.
-    again = ResponseFormatMemory(tmp_path / "endpoints.json")
-    assert again.get(backend.identity) == ("json_object_schema", True)
+    again = EndpointMemory(tmp_path / "endpoints.json")
+    assert again.json_mode(backend.identity, "json_schema") == ("json_object_schema", True)
 
 
 def test_plain_prompting_when_no_json_mode_is_accepted():
@@ -181,6 +183,47 @@ def test_concurrency_grows_on_a_server_that_keeps_up():
         llm = client(server, max_concurrency=16)
         llm.map(EchoStep("echo"), [str(i) for i in range(60)])
     assert server.log.peak_in_flight >= 5, server.log.peak_in_flight
+
+
+def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, monkeypatch):
+    """A new process (no limiter yet) resumes the endpoint's learned limit from the project cache."""
+    import ragtrack.llm
+    from ragtrack.config import Profile
+
+    monkeypatch.setenv("BENCH_KEY", "sk-never-on-disk-0000")
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, capacity=16) as server:
+        config = ProjectConfig(
+            root=tmp_path, profiles={"bench": Profile(base_url=server.base_url, model="m", api_key_env="BENCH_KEY")}
+        )
+        monkeypatch.setattr(ragtrack.llm, "_limiters", {})
+        first = make_llm("bench", config, use_cache=False)
+        first.map(EchoStep("echo"), [str(i) for i in range(40)])
+        learned = first.limiter.limit
+        assert learned >= 8, learned
+        saved = (tmp_path / ".ragtrack" / "cache" / "endpoints.json").read_text()
+        assert "sk-never" not in saved
+
+        monkeypatch.setattr(ragtrack.llm, "_limiters", {})  # as in a new process
+        second = make_llm("bench", config, use_cache=False)
+        assert second.limiter.limit == int(learned) and second.limiter is not first.limiter
+        server.log.peak_in_flight = 0
+        second.map(EchoStep("echo"), [str(i) for i in range(int(learned))])
+    assert server.log.peak_in_flight == int(learned)  # the first round already at the learned limit
+
+
+def test_a_remembered_limit_comes_down_on_an_endpoint_that_got_slower(tmp_path):
+    """Resuming at 8 against a one-at-a-time server: the limiter backs off as it would have anyway."""
+    memory = EndpointMemory(tmp_path / "endpoints.json")
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.05, capacity=1) as server:
+        llm = client(server, max_concurrency=16)
+        memory.set_concurrency(llm.identity, 8, True)
+        limit, congested = memory.concurrency(llm.identity)
+        llm.limiter = AdaptiveLimiter(
+            16, initial=limit, congested=congested, on_change=lambda n, c: memory.set_concurrency(llm.identity, n, c)
+        )
+        results = llm.map(EchoStep("echo"), [str(i) for i in range(30)])
+    assert all(r.ok for r in results)
+    assert memory.concurrency(llm.identity)[0] <= 3  # learned again, and remembered
 
 
 def test_profiles_and_env_select_the_endpoint(monkeypatch):

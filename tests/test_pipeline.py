@@ -75,3 +75,15 @@ def test_shipped_v1_spec_matches_the_skeleton_contract():
     spec = load_spec("v1", REPO / "pipelines").spec
     assert spec.chunking.strategy == "fixed" and spec.chunking.chunk_size == 500 and spec.chunking.chunk_overlap == 50
     assert spec.retrieval.mode == "dense" and not spec.rerank.enabled
+
+
+def test_the_lexical_embedder_scores_word_overlap_and_has_nothing_to_forget():
+    from ragtrack.pipeline.embedding import LexicalEmbedder
+
+    lexical = LexicalEmbedder()
+    q, near, far = lexical.encode(
+        ["sampler steps default", "The sampler uses 20 steps by default.", "Tiles save VRAM."]
+    )
+    assert near @ q > 0.5 and far @ q == 0.0
+    lexical.forget_recent()  # the retrieval benchmark calls it on every embedder between retrievers
+    assert (lexical.encode(["sampler steps default"])[0] == q).all()

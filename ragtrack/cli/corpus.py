@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+from rich.markup import escape
 
 from ragtrack.cli import console, err, main
 
@@ -38,7 +39,7 @@ def corpus_ls(ctx, doc, corpus_path, as_json):
         return
     console.print(view.passages_table(rows))
     for w in loaded.warnings:  # all of them: this is where a user looks at how the corpus was split
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
 
 
 @corpus.command("show")
@@ -54,10 +55,12 @@ def corpus_show(ctx, passage_id, corpus_path, as_json):
     if as_json:
         echo_json(row.to_json())
         return
-    console.print(f"[bold]{row.id}[/]", highlight=False)
-    console.print(f"document {row.doc_id} · {row.chars} chars · fingerprint {row.fingerprint}", highlight=False)
+    console.print(f"[bold]{escape(str(row.id))}[/]", highlight=False)
+    console.print(
+        f"document {escape(str(row.doc_id))} · {row.chars} chars · fingerprint {row.fingerprint}", highlight=False
+    )
     if row.title:
-        console.print(f"heading path: {row.title}", highlight=False)
+        console.print(f"heading path: {escape(str(row.title))}", highlight=False)
     console.print()
     console.print(row.text, markup=False, highlight=False)
 

@@ -6,6 +6,7 @@ import sys
 import time
 
 import click
+from rich.markup import escape
 
 from ragtrack.cli import LLM_HELP, console, err, main, show
 
@@ -135,7 +136,7 @@ def eval_cmd(
         bar.start(total, resumed)
 
     def on_warning(message: str) -> None:
-        err.print(f"[bold yellow]warning:[/] {message}", highlight=False)
+        err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
 
     try:
         report = evaluate(
@@ -166,14 +167,14 @@ def eval_cmd(
         view.accounting_table(report.accounting),
     )
     for message in report.warnings.values():  # again after the table: the numbers above depend on them
-        err.print(f"[bold yellow]warning:[/] {message}", highlight=False)
+        err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
     for warning in view.eval_warnings(report.metrics):
-        err.print(f"[yellow]warning:[/] {warning}")
+        err.print(f"[yellow]warning:[/] {escape(str(warning))}")
     if report.findings:
         console.print("[bold]Diagnosis[/] (retrieval first, then generation)")
-        console.print(render(report.findings), highlight=False)
+        console.print(render(report.findings), markup=False, highlight=False)
     if report.stopped_early:
-        err.print(f"[bold red]stopped early:[/] {report.stopped_early}")
+        err.print(f"[bold red]stopped early:[/] {escape(str(report.stopped_early))}")
         err.print("finished items are logged; run the same command again to resume.")
     setup = f" · {report.setup}" if report.setup else ""
     console.print(f"run [bold]{report.run_id}[/] · model version {report.model_version}{setup}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import click
+from rich.markup import escape
 
 from ragtrack.cli import LLM_HELP, console, err, main, show
 from ragtrack.cli.corpus import CORPUS_HELP
@@ -69,9 +70,9 @@ def golden_validate(ctx, golden_path, corpus_path):
         f"digest {gold.digest}"
     )
     for line in warning_summary(corpus.warnings):
-        err.print(f"[yellow]corpus warning[/] {line}", highlight=False)
+        err.print(f"[yellow]corpus warning[/] {escape(str(line))}", highlight=False)
     for s in check.stale:
-        err.print(f"[yellow]stale GT[/] {s}", highlight=False)
+        err.print(f"[yellow]stale GT[/] {escape(str(s))}", highlight=False)
     if check.stale:
         err.print(
             f"{len(check.stale)} item(s) have stale GT: check their answers, then "
@@ -143,12 +144,12 @@ def golden_propose(ctx, documents, types, n, out, llm, language, no_cache, golde
         use_cache=not no_cache,
     )
     for c in report.added:
-        console.print(f"[bold]{c.id}[/] ({c.type}) {c.question}", highlight=False)
-        console.print(f"    GT: {', '.join(c.gt_context_ids)}", highlight=False, style="dim")
+        console.print(f"[bold]{escape(str(c.id))}[/] ({c.type}) {escape(str(c.question))}", highlight=False)
+        console.print(f"    GT: {escape(', '.join(c.gt_context_ids))}", highlight=False, style="dim")
     for note in report.notes:
-        err.print(f"note: {note}", highlight=False)
+        err.print(f"note: {escape(str(note))}", highlight=False)
     for t, error in report.failed.items():
-        err.print(f"[red]type {t} failed:[/] {error}", highlight=False)
+        err.print(f"[red]type {t} failed:[/] {escape(str(error))}", highlight=False)
     _accounting(report.accounting)
     if report.proposer == "offline-template":
         console.print(
@@ -208,9 +209,9 @@ def golden_answer(ctx, item_ids, force, llm, language, no_cache, golden_path, co
         use_cache=not no_cache,
     )
     for item_id, why in report.skipped.items():
-        console.print(f"skipped {item_id}: {why}", highlight=False)
+        console.print(f"skipped {escape(str(item_id))}: {escape(str(why))}", highlight=False)
     for item_id, error in report.failed.items():
-        err.print(f"[red]{item_id} failed:[/] {error}", highlight=False)
+        err.print(f"[red]{escape(str(item_id))} failed:[/] {escape(str(error))}", highlight=False)
     _accounting(report.accounting)
     if report.offline and report.written:
         console.print(
@@ -246,13 +247,13 @@ def golden_audit(ctx, item_ids, report_path, llm, language, no_cache, golden_pat
     for r in report.results:
         if r.passed:
             continue
-        err.print(f"[red]{r.verdict}[/] {r.item_id}: {r.reason or r.error or ''}", highlight=False)
+        err.print(f"[red]{r.verdict}[/] {escape(str(r.item_id))}: {escape(r.reason or r.error or '')}", highlight=False)
         for s in r.unsupported:
-            err.print(f"    unsupported: {s}", highlight=False)
+            err.print(f"    unsupported: {escape(str(s))}", highlight=False)
         if r.missing:
-            err.print(f"    missing: {r.missing}", highlight=False)
+            err.print(f"    missing: {escape(str(r.missing))}", highlight=False)
         for pid in r.superfluous:
-            err.print(f"    superfluous GT passage: {pid}", highlight=False)
+            err.print(f"    superfluous GT passage: {escape(str(pid))}", highlight=False)
     _accounting(report.accounting)
     passed = sum(r.passed for r in report.results)
     console.print(

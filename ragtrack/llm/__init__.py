@@ -16,6 +16,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
 from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
 from ragtrack.llm.concurrency import AdaptiveLimiter
+from ragtrack.llm.memory import EndpointMemory
 
 if TYPE_CHECKING:  # config imports llm.accounting; avoid the cycle at run time
     from ragtrack.config import ProjectConfig
@@ -35,8 +36,9 @@ __all__ = [
 ]
 
 
-def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
-    """Parse an LLM name into a backend (``None`` for ``offline``)."""
+def make_backend(name: str, config: ProjectConfig, memory: EndpointMemory | None = None) -> ChatBackend | None:
+    """Parse an LLM name into a backend (``None`` for ``offline``); ``memory`` holds what earlier runs
+    learned about endpoints (by default the project's ``<cache>/endpoints.json``)."""
     if name == "offline":
         return None
     if name.startswith("local:"):
@@ -44,9 +46,9 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
 
         return LocalBackend(name.removeprefix("local:"), cache_dir=config.cache_dir / "local-models")
 
-    from ragtrack.llm.openai_backend import OpenAIBackend, ResponseFormatMemory
+    from ragtrack.llm.openai_backend import OpenAIBackend
 
-    formats = ResponseFormatMemory(config.cache_dir / "endpoints.json")
+    memory = memory or endpoint_memory(config)
     timeout = config.eval.timeout_s
     if name.startswith("openai:"):
         return OpenAIBackend(
@@ -55,7 +57,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             api_key=os.environ.get("OPENAI_API_KEY"),
             timeout_s=timeout,
             max_concurrency=config.eval.max_concurrency,
-            formats=formats,
+            memory=memory,
         )
     if name in config.profiles:
         p = config.profiles[name]
@@ -65,7 +67,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             api_key=os.environ.get(p.api_key_env) if p.api_key_env else None,
             timeout_s=timeout,
             max_concurrency=p.max_concurrency or config.eval.max_concurrency,
-            formats=formats,
+            memory=memory,
         )
     known = ", ".join(["offline", "openai:<model>", "local:<path|smollm2>", *config.profiles])
     raise RagtrackError(f"unknown LLM {name!r}; expected one of: {known}")
@@ -75,18 +77,33 @@ _limiters: dict[str, AdaptiveLimiter] = {}
 _limiters_lock = threading.Lock()
 
 
-def endpoint_limiter(backend: ChatBackend) -> AdaptiveLimiter:
+def endpoint_memory(config: ProjectConfig) -> EndpointMemory:
+    return EndpointMemory(config.cache_dir / "endpoints.json")
+
+
+def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLimiter:
     """The one adaptive limit of an endpoint in this process: an agent's steps and the judges
-    calling the same endpoint share it, so together they never exceed what it serves."""
+    calling the same endpoint share it, so together they never exceed what it serves. It starts
+    at the limit the endpoint's last run ended at, and remembers where it goes."""
+    identity = backend.identity
     with _limiters_lock:
-        return _limiters.setdefault(backend.identity, AdaptiveLimiter(backend.max_concurrency))
+        if identity not in _limiters:
+            initial, congested = memory.concurrency(identity) or (2, False)
+            _limiters[identity] = AdaptiveLimiter(
+                backend.max_concurrency,
+                initial=initial,
+                congested=congested,
+                on_change=lambda limit, congested: memory.set_concurrency(identity, limit, congested),
+            )
+        return _limiters[identity]
 
 
 def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:
-    backend = make_backend(name, config)
+    memory = endpoint_memory(config)
+    backend = make_backend(name, config, memory)
     return LLM(
         backend,
         cache_dir=(config.cache_dir / "llm") if use_cache else None,
         prices=config.price_table,
-        limiter=endpoint_limiter(backend) if backend else None,
+        limiter=endpoint_limiter(backend, memory) if backend else None,
     )

@@ -16,17 +16,31 @@ reaches ``queue_factor`` times the fastest, requests are queueing — more
 concurrency buys nothing — so it halves (multiplicative decrease); it also
 halves on an overload signal (429, 503, timeout). This is TCP's congestion
 control, applied to an LLM endpoint.
+
+Given ``on_change``, it reports each new whole limit, so the next run can start
+where this one ended (:mod:`ragtrack.llm.memory`) instead of climbing again.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 class AdaptiveLimiter:
-    def __init__(self, maximum: int, initial: int = 2, queue_factor: float = 1.8, grow_below: float = 1.4):
+    def __init__(
+        self,
+        maximum: int,
+        initial: int = 2,
+        queue_factor: float = 1.8,
+        grow_below: float = 1.4,
+        *,
+        congested: bool = False,
+        on_change: Callable[[int, bool], None] | None = None,
+    ):
+        """``initial`` and ``congested`` resume a limit learned earlier (``congested``: no slow start);
+        ``on_change(limit, congested)`` hears of every change of the whole limit."""
         self.maximum = max(1, maximum)
         self.limit = float(min(self.maximum, max(1, initial)))
         self.queue_factor = queue_factor
@@ -35,7 +49,8 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
-        self.slow_start = True  # until the first sign of congestion
+        self.slow_start = not congested  # until the first sign of congestion
+        self._on_change = on_change
         self._cond = threading.Condition()
 
     @contextmanager
@@ -55,6 +70,7 @@ class AdaptiveLimiter:
 
     def on_success(self, latency_s: float, step: str = "") -> None:
         with self._cond:
+            before = int(self.limit)
             best = min(self._best_latency.get(step, latency_s), latency_s)
             recent = 0.7 * self._recent.get(step, latency_s) + 0.3 * latency_s
             self._best_latency[step], self._recent[step] = best, recent
@@ -65,10 +81,20 @@ class AdaptiveLimiter:
                 # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
                 self.limit = min(self.maximum, self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
             self._cond.notify_all()
+            now = (int(self.limit), not self.slow_start)
+        self._report(before, now)
 
     def on_overload(self) -> None:
         with self._cond:
+            before = int(self.limit)
             self._decrease()
+            now = (int(self.limit), not self.slow_start)
+        self._report(before, now)
+
+    def _report(self, before: int, now: tuple[int, bool]) -> None:
+        """Outside the lock: the listener may write a file."""
+        if self._on_change is not None and now[0] != before:
+            self._on_change(*now)
 
     def _decrease(self) -> None:
         self.slow_start = False

@@ -5,50 +5,20 @@ Servers differ in how they take a JSON-output request. OpenAI and vLLM accept
 answers HTTP 500 to that but accepts ``{"type": "json_object", "schema": ...}``;
 others know only ``json_object``; some nothing at all. The backend starts at
 the strictest form and steps down one level each time an endpoint rejects a
-form it has never accepted, remembering the outcome per endpoint — so a
+form it has never accepted, remembering the outcome per endpoint (:mod:`ragtrack.llm.memory`) — so a
 rejected request is never retried ten times in the same shape.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from ragtrack.files import atomic_write_json
 from ragtrack.llm.base import ChatParams, Completion, Message, PermanentError, TransientError
+from ragtrack.llm.memory import EndpointMemory
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
-
-
-class ResponseFormatMemory:
-    """Per-endpoint record of the JSON mode that works, kept on disk between runs."""
-
-    def __init__(self, path: Path | None):
-        self.path = path
-        self._lock = threading.Lock()
-        self._modes: dict[str, dict[str, Any]] = {}
-        if path and path.is_file():
-            try:
-                self._modes = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                self._modes = {}
-
-    def get(self, endpoint: str) -> tuple[str, bool]:
-        with self._lock:
-            entry = self._modes.get(endpoint, {})
-            return entry.get("mode", JSON_MODES[0]), entry.get("confirmed", False)
-
-    def set(self, endpoint: str, mode: str, confirmed: bool) -> None:
-        with self._lock:
-            if self._modes.get(endpoint) == {"mode": mode, "confirmed": confirmed}:
-                return
-            self._modes[endpoint] = {"mode": mode, "confirmed": confirmed}
-            if self.path:
-                atomic_write_json(self.path, self._modes)
 
 
 class OpenAIBackend:
@@ -62,7 +32,7 @@ class OpenAIBackend:
         api_key: str | None,
         timeout_s: float = 120.0,
         max_concurrency: int = 16,
-        formats: ResponseFormatMemory | None = None,
+        memory: EndpointMemory | None = None,
     ):
         import openai  # imported here: offline runs never need it
 
@@ -76,11 +46,11 @@ class OpenAIBackend:
         self.base_url = re.sub(r"//[^/@]*@", "//", str(self.client.base_url).rstrip("/"))
         self.identity = f"openai:{model}@{self.base_url}"
         self.max_concurrency = max_concurrency
-        self.formats = formats or ResponseFormatMemory(None)
+        self.memory = memory or EndpointMemory(None)
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
         while True:
-            mode, confirmed = self.formats.get(self.identity)
+            mode, confirmed = self.memory.json_mode(self.identity, JSON_MODES[0])
             kwargs = self._request(messages, params, mode)
             started = time.monotonic()
             try:
@@ -91,7 +61,7 @@ class OpenAIBackend:
                 )
                 if rejected_format and mode != JSON_MODES[-1]:
                     # This endpoint does not take this JSON mode: step down, retry at once.
-                    self.formats.set(self.identity, JSON_MODES[JSON_MODES.index(mode) + 1], False)
+                    self.memory.set_json_mode(self.identity, JSON_MODES[JSON_MODES.index(mode) + 1], False)
                     continue
                 raise self._classify(e) from None
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as e:
@@ -101,7 +71,7 @@ class OpenAIBackend:
             except Exception as e:  # malformed or truncated body from the server
                 raise TransientError(f"bad response: {type(e).__name__}: {e}") from None
             if "response_format" in kwargs and not confirmed:
-                self.formats.set(self.identity, mode, True)
+                self.memory.set_json_mode(self.identity, mode, True)
             return self._completion(response, time.monotonic() - started)
 
     def _request(self, messages: list[Message], params: ChatParams, mode: str) -> dict[str, Any]:

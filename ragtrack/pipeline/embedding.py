@@ -97,14 +97,6 @@ class LexicalEmbedder:
     texts_embedded = 0
     remembers = False  # computing a vector is cheaper than storing 4096 floats per sentence
 
-    def forget_recent(self) -> None:
-        """Drop the query-time vectors (a benchmark times each retriever with its own query encodes)."""
-        with self._lock:
-            self._recent.clear()
-
-    def know(self, texts: list[str], vectors: np.ndarray) -> None:
-        """Nothing to remember (see ``remembers``)."""
-
     def __init__(self) -> None:
         from sklearn.feature_extraction.text import HashingVectorizer
 
@@ -113,6 +105,12 @@ class LexicalEmbedder:
         self._vectorizer = HashingVectorizer(
             analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
         )
+
+    def forget_recent(self) -> None:
+        """Nothing remembered, nothing to forget (see ``remembers``)."""
+
+    def know(self, texts: list[str], vectors: np.ndarray) -> None:
+        """Nothing to remember (see ``remembers``)."""
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:

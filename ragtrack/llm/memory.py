@@ -1,0 +1,67 @@
+"""What ragtrack learned about each endpoint, kept on disk between runs.
+
+Two facts are worth remembering, because learning them again costs every run:
+
+* the JSON mode the endpoint accepts (see :mod:`ragtrack.llm.openai_backend`):
+  finding out costs a failed request per mode it rejects;
+* how many requests it serves at once: the adaptive limiter
+  (:mod:`ragtrack.llm.concurrency`) starts low and needs a few round trips to
+  climb to an endpoint's capacity. An eval run on every commit against the same
+  endpoint starts where the last one ended, as TCP caches a route's congestion
+  window. Still adaptive: a busier endpoint is detected and the limit halves.
+
+Keyed by backend identity (model @ base URL); no key or secret is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from ragtrack.files import atomic_write_json
+
+
+class EndpointMemory:
+    """Per-endpoint facts in one JSON file (``<cache>/endpoints.json``); ``path=None`` keeps them in memory."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._lock = threading.Lock()
+        self._facts: dict[str, dict[str, Any]] = {}
+        if path and path.is_file():
+            try:
+                self._facts = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:  # a damaged memory is only a slower start
+                self._facts = {}
+
+    def json_mode(self, endpoint: str, default: str) -> tuple[str, bool]:
+        """(mode to try, whether the endpoint has confirmed it); ``default`` for a new endpoint."""
+        with self._lock:
+            entry = self._facts.get(endpoint, {})
+            return entry.get("mode", default), entry.get("confirmed", False)
+
+    def set_json_mode(self, endpoint: str, mode: str, confirmed: bool) -> None:
+        self._update(endpoint, {"mode": mode, "confirmed": confirmed})
+
+    def concurrency(self, endpoint: str) -> tuple[int, bool] | None:
+        """(limit the last run ended at, whether it had seen congestion), or None for a new endpoint."""
+        with self._lock:
+            entry = self._facts.get(endpoint, {})
+        limit = entry.get("concurrency")
+        if not isinstance(limit, int) or limit < 1:
+            return None
+        return limit, bool(entry.get("congested", False))
+
+    def set_concurrency(self, endpoint: str, limit: int, congested: bool) -> None:
+        self._update(endpoint, {"concurrency": limit, "congested": congested})
+
+    def _update(self, endpoint: str, facts: dict[str, Any]) -> None:
+        with self._lock:
+            entry = self._facts.setdefault(endpoint, {})
+            if all(entry.get(k) == v for k, v in facts.items()):
+                return
+            entry.update(facts)
+            if self.path:
+                atomic_write_json(self.path, self._facts)
