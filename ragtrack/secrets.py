@@ -36,6 +36,12 @@ def secret_values() -> dict[str, str]:
     }
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without the credentials some users put in it (``postgresql://user:pw@host/db``):
+    for URLs that are printed, logged or used as keys."""
+    return re.sub(r"//[^/@]*@", "//", url)
+
+
 def redact(text: str) -> str:
     """``text`` with every secret value and key-shaped token replaced by ``***``."""
     for value in secret_values().values():

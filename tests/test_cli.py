@@ -184,8 +184,7 @@ def test_user_text_that_looks_like_rich_markup_is_printed_as_written(project):
     )
     golden = project / "golden" / "golden.jsonl"
     golden.write_text(
-        golden.read_text()
-        + '{"id": "z1", "question": "Where do I send [/b] a chat call?", "type": "A", '
+        golden.read_text() + '{"id": "z1", "question": "Where do I send [/b] a chat call?", "type": "A", '
         '"gt_context_ids": ["api.md#calling-v1-chat-from-bold-scripts/missing"], "gt_answer": "x"}\n'
     )
     listing = run("--root", str(project), "corpus", "ls")

@@ -205,7 +205,8 @@ def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, m
         assert "sk-never" not in memory_file.read_text()
 
         EndpointMemory(memory_file).set_concurrency(first.identity, 12, False)  # as if it had reached 12
-        monkeypatch.setattr(ragtrack.llm, "_limiters", {})  # as in a new process
+        monkeypatch.setattr(ragtrack.llm, "_limiters", {})  # as in a new process: no limiter,
+        monkeypatch.setattr(ragtrack.llm.memory, "_open", {})  # and the file read afresh
         second = make_llm("bench", config, use_cache=False)
         assert second.limiter.limit == 12 and second.limiter.slow_start
         server.log.peak_in_flight = 0

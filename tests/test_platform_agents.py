@@ -260,6 +260,36 @@ def test_the_endpoint_honours_retry_after_and_backs_off_on_overload(project):
         assert e.value.status == 401
 
 
+def test_an_agent_endpoint_resumes_the_concurrency_its_last_run_reached(project, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragtrack.llm.memory import EndpointMemory
+
+    memory_file = tmp_path / "endpoints.json"
+    with dify_server(project) as server:
+        url = server.base_url
+        path = f"/datasets/{server.dataset_id}/retrieve"
+
+        def run(endpoint: Endpoint, n: int) -> None:
+            def ask(_):
+                endpoint.request("POST", path, json_body={"query": "cfg value"}, usage=Usage(), step="test")
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                list(pool.map(ask, range(n)))
+
+        auth = {"Authorization": f"Bearer {DATASET_KEY}"}
+        first = Endpoint(url, headers=auth, timeout_s=5, max_concurrency=8, memory=EndpointMemory(memory_file))
+        assert first.limiter.limit == 2  # a new endpoint starts low
+        run(first, 30)
+        saved = memory_file.read_text()
+        assert DATASET_KEY not in saved
+        learned = EndpointMemory(memory_file).concurrency(f"agent@{server.base_url}")
+        # Whatever it reached (replies within milliseconds jitter a lot: it may well have halved).
+        assert learned == (int(first.limiter.limit), not first.limiter.slow_start), saved
+        again = Endpoint(url, headers=auth, timeout_s=5, max_concurrency=8, memory=EndpointMemory(memory_file))
+        assert (again.limiter.limit, not again.limiter.slow_start) == learned
+
+
 def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(project, keys):
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))

@@ -28,3 +28,12 @@ def test_a_prompt_holding_a_secret_is_never_logged(project, monkeypatch):
         evaluate("v1", root=project, limit=1)
     leaked = [p for p in project.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes() and p != prompt]
     assert not leaked, leaked
+
+
+def test_urls_lose_their_credentials_before_they_are_shown_or_used_as_keys():
+    from ragtrack.secrets import without_credentials
+
+    assert without_credentials("postgresql+psycopg2://me:pw@db:5432/mlflow") == "postgresql+psycopg2://db:5432/mlflow"
+    assert without_credentials("http://user:tok@127.0.0.1:8/v1") == "http://127.0.0.1:8/v1"
+    assert without_credentials("https://api.deepseek.com/v1") == "https://api.deepseek.com/v1"
+    assert without_credentials("sqlite:////tmp/m.db") == "sqlite:////tmp/m.db"

@@ -30,6 +30,7 @@ from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
+from ragtrack.llm.memory import shared_memory
 from ragtrack.secrets import declare, redact
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ class ExternalAgent(BaseAgent):
         self.id_table = IdTable.load(id_table_path(ctx.corpus.source), ctx.corpus)
         self.mapper = ContextMapper(ctx.corpus, ctx.min_overlap, self.id_table)
         self.cache = JsonCache(ctx.cache_dir / "agents")
+        self.endpoint_memory = shared_memory(ctx.cache_dir / "endpoints.json")
         self.circuit = Circuit(RetryPolicy().max_consecutive_failures, f"{spec.kind} calls", spec.name)
 
     def ask(self, question: str, usage: Usage) -> Reply:
@@ -222,6 +224,7 @@ class PlatformAgent(ExternalAgent):
             timeout_s=self.timeout_s,
             max_concurrency=self.table.max_concurrency,
             check=self.check,
+            memory=self.endpoint_memory,
         )
 
     def ask(self, question: str, usage: Usage) -> Reply:

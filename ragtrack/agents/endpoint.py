@@ -23,7 +23,8 @@ from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import PermanentError, TransientError
 from ragtrack.llm.client import RetryPolicy, call_with_retries
 from ragtrack.llm.concurrency import AdaptiveLimiter
-from ragtrack.secrets import redact
+from ragtrack.llm.memory import EndpointMemory
+from ragtrack.secrets import redact, without_credentials
 
 #: A platform's reading of a reply: an error to raise (transient: retried), or None when it is fine.
 Check = Callable[[int, Any], Exception | None]
@@ -96,12 +97,18 @@ class Endpoint:
         max_concurrency: int,
         check: Check = standard_check,
         retry: RetryPolicy | None = None,
+        memory: EndpointMemory | None = None,
     ):
+        """``memory``: where the concurrency this endpoint sustains is remembered between runs."""
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.check = check
         self.retry = retry or RetryPolicy()
-        self.limiter = AdaptiveLimiter(max_concurrency, initial=2)
+        self.limiter = (
+            memory.limiter(f"agent@{without_credentials(self.base_url)}", max_concurrency)
+            if memory
+            else AdaptiveLimiter(max_concurrency)
+        )
         limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
         self.client = httpx.Client(headers={"User-Agent": "ragtrack", **headers}, timeout=timeout_s, limits=limits)
 
@@ -156,7 +163,15 @@ class Endpoint:
         return body
 
 
-def bearer_endpoint(base_url: str, key: str, *, timeout_s: float, max_concurrency: int, check: Check) -> Endpoint:
+def bearer_endpoint(
+    base_url: str,
+    key: str,
+    *,
+    timeout_s: float,
+    max_concurrency: int,
+    check: Check,
+    memory: EndpointMemory | None = None,
+) -> Endpoint:
     """An endpoint authenticated the way Dify and RAGFlow both do: ``Authorization: Bearer <key>``."""
     return Endpoint(
         base_url,
@@ -164,6 +179,7 @@ def bearer_endpoint(base_url: str, key: str, *, timeout_s: float, max_concurrenc
         timeout_s=timeout_s,
         max_concurrency=max_concurrency,
         check=check,
+        memory=memory,
     )
 
 

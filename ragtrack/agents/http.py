@@ -100,7 +100,13 @@ class HttpAgent(ExternalAgent):
             name: _ENV.sub(lambda m, name=name: read_secret(spec, m.group(1), f"agent.headers.{name}"), value)
             for name, value in t.headers.items()
         }
-        self.endpoint = Endpoint(t.url, headers=headers, timeout_s=self.timeout_s, max_concurrency=t.max_concurrency)
+        self.endpoint = Endpoint(
+            t.url,
+            headers=headers,
+            timeout_s=self.timeout_s,
+            max_concurrency=t.max_concurrency,
+            memory=self.endpoint_memory,
+        )
 
     def ask(self, question: str, usage: Usage) -> Reply:
         t: HttpTable = self.table

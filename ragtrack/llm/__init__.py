@@ -16,7 +16,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
 from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
 from ragtrack.llm.concurrency import AdaptiveLimiter
-from ragtrack.llm.memory import EndpointMemory
+from ragtrack.llm.memory import EndpointMemory, shared_memory
 
 if TYPE_CHECKING:  # config imports llm.accounting; avoid the cycle at run time
     from ragtrack.config import ProjectConfig
@@ -78,24 +78,18 @@ _limiters_lock = threading.Lock()
 
 
 def endpoint_memory(config: ProjectConfig) -> EndpointMemory:
-    return EndpointMemory(config.cache_dir / "endpoints.json")
+    """What earlier runs of this project learned about its endpoints (``<cache>/endpoints.json``)."""
+    return shared_memory(config.cache_dir / "endpoints.json")
 
 
 def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLimiter:
     """The one adaptive limit of an endpoint in this process: an agent's steps and the judges
     calling the same endpoint share it, so together they never exceed what it serves. It starts
     at the limit the endpoint's last run ended at, and remembers where it goes."""
-    identity = backend.identity
     with _limiters_lock:
-        if identity not in _limiters:
-            initial, congested = memory.concurrency(identity) or (2, False)
-            _limiters[identity] = AdaptiveLimiter(
-                backend.max_concurrency,
-                initial=initial,
-                congested=congested,
-                on_change=lambda limit, congested: memory.set_concurrency(identity, limit, congested),
-            )
-        return _limiters[identity]
+        if backend.identity not in _limiters:
+            _limiters[backend.identity] = memory.limiter(backend.identity, backend.max_concurrency)
+        return _limiters[backend.identity]
 
 
 def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:

@@ -21,6 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from ragtrack.files import atomic_write_json
+from ragtrack.llm.concurrency import AdaptiveLimiter
+
+_open: dict[Path, EndpointMemory] = {}
+_open_lock = threading.Lock()
+
+
+def shared_memory(path: Path) -> EndpointMemory:
+    """The one memory of ``path`` in this process: LLM and agent endpoints write the same file,
+    and two instances would each overwrite the other's entries."""
+    with _open_lock:
+        key = path.resolve()
+        if key not in _open:
+            _open[key] = EndpointMemory(path)
+        return _open[key]
 
 
 class EndpointMemory:
@@ -56,6 +70,16 @@ class EndpointMemory:
 
     def set_concurrency(self, endpoint: str, limit: int, congested: bool) -> None:
         self._update(endpoint, {"concurrency": limit, "congested": congested})
+
+    def limiter(self, endpoint: str, maximum: int) -> AdaptiveLimiter:
+        """An adaptive limit for ``endpoint`` that starts where its last run ended and remembers where it goes."""
+        initial, congested = self.concurrency(endpoint) or (2, False)
+        return AdaptiveLimiter(
+            maximum,
+            initial=initial,
+            congested=congested,
+            on_change=lambda limit, congested: self.set_concurrency(endpoint, limit, congested),
+        )
 
     def _update(self, endpoint: str, facts: dict[str, Any]) -> None:
         with self._lock:

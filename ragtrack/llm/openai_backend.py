@@ -11,12 +11,12 @@ rejected request is never retried ten times in the same shape.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 from ragtrack.llm.base import ChatParams, Completion, Message, PermanentError, TransientError
 from ragtrack.llm.memory import EndpointMemory
+from ragtrack.secrets import without_credentials
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
 
@@ -43,7 +43,7 @@ class OpenAIBackend:
         )
         self.model = model
         # Identity is logged: keep credentials that some users put in the URL out of it.
-        self.base_url = re.sub(r"//[^/@]*@", "//", str(self.client.base_url).rstrip("/"))
+        self.base_url = without_credentials(str(self.client.base_url).rstrip("/"))
         self.identity = f"openai:{model}@{self.base_url}"
         self.max_concurrency = max_concurrency
         self.memory = memory or EndpointMemory(None)

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import socket
 import tempfile
 import time
@@ -36,6 +35,7 @@ from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
+from ragtrack.secrets import without_credentials
 
 
 class Tag:
@@ -94,11 +94,6 @@ PROBE_TIMEOUT_S = 5.0
 PROBE_ATTEMPTS = 2
 
 
-def display_uri(uri: str) -> str:
-    """``uri`` without the credentials some users put in it (``postgresql://user:pw@host/db``)."""
-    return re.sub(r"//[^/@]*@", "//", uri)
-
-
 def check_store(uri: str) -> None:
     """Fail fast, in one line, when the store is of an unsupported kind or does not answer.
 
@@ -110,7 +105,8 @@ def check_store(uri: str) -> None:
     scheme = parts.scheme.split("+", 1)[0]
     if scheme not in SCHEMES:
         raise StoreError(
-            f"unsupported tracking URI {display_uri(uri)!r}: use sqlite:///path/mlflow.db, http(s)://server:port "
+            f"unsupported tracking URI {without_credentials(uri)!r}: use sqlite:///path/mlflow.db, "
+            "http(s)://server:port "
             "(an MLflow tracking server) or a database URI such as postgresql+psycopg2://user@host/db"
         )
     if scheme == "sqlite":
@@ -129,7 +125,8 @@ def check_store(uri: str) -> None:
         if attempt + 1 < PROBE_ATTEMPTS:
             time.sleep(1.0)
     raise StoreError(
-        f"the tracking store {display_uri(uri)} does not answer ({last}); start it, or pass another --tracking-uri"
+        f"the tracking store {without_credentials(uri)} does not answer ({last}); "
+        "start it, or pass another --tracking-uri"
     )
 
 
@@ -147,7 +144,8 @@ def _probe(uri: str, parts, scheme: str) -> None:
         if response.status_code >= 500:
             raise OSError(f"HTTP {response.status_code}")
         raise StoreError(
-            f"{display_uri(uri)} is not an MLflow tracking server (GET /health answered HTTP {response.status_code})"
+            f"{without_credentials(uri)} is not an MLflow tracking server "
+            f"(GET /health answered HTTP {response.status_code})"
         )
     port = parts.port or {"postgresql": 5432, "mysql": 3306, "mssql": 1433}[scheme]
     with socket.create_connection((parts.hostname or "localhost", port), PROBE_TIMEOUT_S):
@@ -514,7 +512,7 @@ def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
             _experiment(client, uri, f"{name}-decisions"),
         )
     except MlflowException as e:
-        raise StoreError(f"the tracking store {display_uri(uri)} refused: {first_line(e.message)}") from None
+        raise StoreError(f"the tracking store {without_credentials(uri)} refused: {first_line(e.message)}") from None
 
 
 def first_line(text: str) -> str:
