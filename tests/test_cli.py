@@ -196,3 +196,33 @@ def test_user_text_that_looks_like_rich_markup_is_printed_as_written(project):
     checked = run("--root", str(project), "golden", "validate")
     assert "MarkupError" not in checked.output and "Traceback" not in checked.output
     assert "calling-v1-chat-from-bold-scripts/missing" in checked.output.replace("\n", ""), checked.output
+
+
+def test_registering_a_version_prints_nothing_of_mlflows_own(project):
+    """MLflow's fluent registration prints 'Registered model … already exists' and 'Created version …' to stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import Tag, open_store
+
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    for version in ("v1", "v2"):  # the second registers into an existing registered model
+        command = ["eval", "--version", version, "--limit", "2"]
+        done = subprocess.run(
+            [sys.executable, "-m", "ragtrack.cli", "--root", str(project), *command],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"model version {version[1]}" in done.stdout
+        for chatter in ("Registered model", "Created version", "Successfully registered"):
+            assert chatter not in done.stdout + done.stderr
+    store = open_store(load_config(project))
+    v2 = store.model_versions("v2")[0]
+    assert v2.source.startswith("models:/") and v2.tags[Tag.VERSION] == "v2"
+    logged = store.client.get_logged_model(v2.source.removeprefix("models:/"))
+    assert logged.tags[Tag.MODEL_VERSIONS] == '[{"name": "rag-agent", "version": 2}]'  # its page links the version

@@ -62,10 +62,8 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
             params=spec.params(),
             tags=tags,
             pip_requirements=["ragtrack"],
-            registered_model_name=store.registered_model,
         )
-    version = str(info.registered_model_version)
-    store.tag_model_version(version, tags)
+    version = store.register_model(info.model_id, tags)
     return ModelRef(model_id=info.model_id, version=version, reused=False)
 
 

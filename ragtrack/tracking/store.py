@@ -43,6 +43,7 @@ class Tag:
 
     NOTE = "mlflow.note.content"  # MLflow's own: the Markdown description of a run or logged model
     RUN_TYPE = "mlflow.runType"  # MLflow's own: "genai_evaluate" lists a run under "Evaluation runs"
+    MODEL_VERSIONS = "mlflow.modelVersions"  # MLflow's own: a LoggedModel's registry versions (JSON list)
     KIND = "ragtrack.kind"  # eval | compare | promotion | calibration
     VERSION = "ragtrack.version"
     AGENT_KIND = "ragtrack.agent_kind"
@@ -357,6 +358,26 @@ class Store:
         except MlflowException:
             return []  # no registered model yet
         return sorted(found, key=lambda mv: int(mv.version), reverse=True)
+
+    def register_model(self, model_id: str, tags: dict[str, str]) -> str:
+        """A new registry version of the project's model for the LoggedModel ``model_id``; its number.
+
+        What ``log_model(registered_model_name=…)`` does, without the lines MLflow prints to stderr
+        on every registration: the version's source is ``models:/<model_id>``, and the LoggedModel
+        lists the version in ``mlflow.modelVersions`` (its page links to the registry from there).
+        """
+        try:
+            self.client.create_registered_model(self.registered_model)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":  # another eval may have created it meanwhile
+                raise
+        mv = self.client.create_model_version(
+            self.registered_model, source=f"models:/{model_id}", tags=tags, model_id=model_id
+        )
+        listed = json.loads(self.client.get_logged_model(model_id).tags.get(Tag.MODEL_VERSIONS, "[]"))
+        listed.append({"name": mv.name, "version": mv.version})
+        self.client.set_logged_model_tags(model_id, {Tag.MODEL_VERSIONS: json.dumps(listed)})
+        return str(mv.version)
 
     def tag_model_version(self, model_version: str, tags: dict[str, str]) -> None:
         for key, value in tags.items():
