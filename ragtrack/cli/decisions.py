@@ -21,7 +21,8 @@ from ragtrack.cli import console, err, main, show
 def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
-    that got better or worse. Logged as a comparison run with a per-type plot.
+    that got better or worse. Logged as a comparison run with a per-type plot, once per
+    pair of eval runs: comparing the same two runs again reuses that run.
     """
     from ragtrack import report as view
     from ragtrack.api import compare as run_compare
