@@ -260,3 +260,14 @@ def test_a_real_step_on_the_local_smollm2_model():
     assert stats["calls"] >= 1 and stats["tokens_out"] > 0
     # A 135M model may or may not produce a readable verdict; either way nothing crashes.
     assert (result.ok and 1 <= result.value.score <= 5) or (result.error and result.raw is not None)
+
+
+@pytest.mark.parametrize("damage", ["{not json", "[]", '{"openai:m@http://x/v1": 3}', "\udcff"], ids=str)
+def test_a_damaged_endpoint_memory_is_only_a_slower_start(tmp_path, damage):
+    path = tmp_path / "endpoints.json"
+    path.write_bytes(damage.encode("utf-8", "surrogateescape"))
+    memory = EndpointMemory(path)
+    assert memory.concurrency("openai:m@http://x/v1") is None
+    assert memory.json_mode("openai:m@http://x/v1", "json_schema") == ("json_schema", False)
+    memory.set_concurrency("openai:m@http://x/v1", 6, True)
+    assert EndpointMemory(path).concurrency("openai:m@http://x/v1") == (6, True)

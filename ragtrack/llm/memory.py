@@ -46,9 +46,10 @@ class EndpointMemory:
         self._facts: dict[str, dict[str, Any]] = {}
         if path and path.is_file():
             try:
-                self._facts = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:  # a damaged memory is only a slower start
-                self._facts = {}
+                facts = json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):  # a damaged memory is only a slower start
+                facts = {}
+            self._facts = {k: v for k, v in facts.items() if isinstance(v, dict)} if isinstance(facts, dict) else {}
 
     def json_mode(self, endpoint: str, default: str) -> tuple[str, bool]:
         """(mode to try, whether the endpoint has confirmed it); ``default`` for a new endpoint."""
