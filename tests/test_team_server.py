@@ -126,3 +126,34 @@ def test_the_registry_lock_excludes_a_second_holder_until_released(team_server):
     from .test_promotion import assert_lock_is_exclusive
 
     assert_lock_is_exclusive(load_config(Path(".")), team_server)
+
+
+def test_evals_starting_together_all_link_the_one_golden_dataset(team_server, tmp_path):
+    """MLflow creates a run's dataset input by look-up-then-insert: runs logging the same new dataset at
+    once collide on its unique key (it failed one of the four concurrent evals in CI). Eight runs here
+    log one new dataset at the same instant, through the store port's retry; without the retry this
+    test failed in 2 of 3 tries here."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.data.sources import LocalArtifactDatasetSource
+    from mlflow.entities import DatasetInput
+
+    from ragtrack.config import ProjectConfig
+    from ragtrack.tracking.store import open_store
+
+    store = open_store(ProjectConfig(root=tmp_path), team_server)
+    runs = [store.client.create_run(store.experiment_id).info.run_id for _ in range(8)]
+    digest = uuid.uuid4().hex[:8]  # a dataset this server has never seen
+    golden = MetaDataset(LocalArtifactDatasetSource(str(tmp_path / "golden.jsonl")), name="golden", digest=digest)
+    start = threading.Barrier(len(runs))
+
+    def link(run_id: str) -> None:
+        start.wait()
+        store.log_dataset_input(run_id, DatasetInput(golden._to_mlflow_entity()))
+
+    with ThreadPoolExecutor(len(runs)) as pool:
+        list(pool.map(link, runs))  # raises if any run failed to link it
+    linked = {store.client.get_run(r).inputs.dataset_inputs[0].dataset.digest for r in runs}
+    assert linked == {digest}

@@ -201,4 +201,4 @@ def log_golden_dataset(store: Store, run_id: str, golden: GoldenSet, stale: list
     }
     name = os.path.splitext(os.path.basename(path))[0]
     dataset = GoldenDataset(source, name, golden.digest, profile)._to_mlflow_entity()
-    store.client.log_inputs(run_id, datasets=[DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")])])
+    store.log_dataset_input(run_id, DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")]))

@@ -19,7 +19,7 @@ import random
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import mlflow
 from mlflow import MlflowClient
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import DatasetInput, Metric, RunTag
 from mlflow.entities import Param as MlflowParam
 from mlflow.exceptions import MlflowException
 
@@ -198,7 +198,9 @@ class Store:
 
     def describe_experiment(self, markdown: str) -> None:
         """The eval experiment's description: the UI shows it at the top of every page of the experiment."""
-        self.client.set_experiment_tag(self.experiment_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
+        _despite_racing_inserts(
+            lambda: self.client.set_experiment_tag(self.experiment_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
+        )
 
     def save_runs_view(self, key: str, name: str, columns: list[str]) -> str:
         """A saved view of the runs table showing ``columns`` in this order (``metrics.`x```, ``tags.`y```…).
@@ -208,7 +210,9 @@ class Store:
         state = {"selectedColumns": columns, "columnOrder": columns, "orderByKey": "attributes.start_time"}
         now = int(time.time() * 1000)
         envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
-        self.client.set_experiment_tag(self.experiment_id, SAVED_VIEW + key, json.dumps(envelope))
+        _despite_racing_inserts(
+            lambda: self.client.set_experiment_tag(self.experiment_id, SAVED_VIEW + key, json.dumps(envelope))
+        )
         return f"#/experiments/{self.experiment_id}/runs?viewStateShareKey={key}"
 
     # ------------------------------------------------------------ writing runs
@@ -274,6 +278,10 @@ class Store:
             return self.client.get_run(run_id).info.status
         except MlflowException:
             return None
+
+    def log_dataset_input(self, run_id: str, dataset_input: DatasetInput) -> None:
+        """Link a dataset to the run, creating it in the experiment on first use."""
+        _despite_racing_inserts(lambda: self.client.log_inputs(run_id, datasets=[dataset_input]))
 
     # ------------------------------------------------------------ reading runs
     def search_runs(self, experiment_ids: list[str], query: str, order_by: list[str] | None = None) -> Iterator:
@@ -534,6 +542,23 @@ def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
         )
     except MlflowException as e:
         raise StoreError(f"the tracking store {without_credentials(uri)} refused: {first_line(e.message)}") from None
+
+
+def _despite_racing_inserts(write: Callable[[], object], attempts: int = 4) -> None:
+    """Do an idempotent ``write`` that MLflow performs as look-up-then-insert.
+
+    Evals started together on a team server insert the same row at once (the golden set's
+    dataset, an experiment tag): all but one fail on the unique key. Asked again a moment
+    later, the store finds the row the winner wrote and updates or links it.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            write()
+            return
+        except MlflowException as e:
+            if attempt == attempts or "unique" not in str(e).lower():
+                raise
+            time.sleep(0.1 * attempt + random.random() * 0.2)
 
 
 def first_line(text: str) -> str:
