@@ -16,6 +16,7 @@ import warnings
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from ragtrack.errors import RagtrackError
 
@@ -120,6 +121,12 @@ def main(ctx: click.Context, root: str) -> None:
         if not c.is_terminal:  # a pipe or a CI log: print tables whole, never cut to 80 columns
             c.width = MACHINE_WIDTH
     ctx.obj = {"root": root}
+
+
+def warn(text: object, label: str = "warning:", style: str = "yellow") -> None:
+    """``label text`` on stderr, the label coloured; the text is data (a heading, a file name), printed
+    as written even where it looks like rich markup (``[/v1/chat]``)."""
+    err.print(f"[{style}]{label}[/] {escape(str(text))}", highlight=False)
 
 
 def show(*renderables) -> None:

@@ -7,7 +7,7 @@ import json
 import click
 from rich.markup import escape
 
-from ragtrack.cli import console, err, main
+from ragtrack.cli import console, main, warn
 
 CORPUS_HELP = "Corpus: a .jsonl passage file or a folder of .md/.txt (default: from ragtrack.toml or golden/kb)."
 
@@ -39,7 +39,7 @@ def corpus_ls(ctx, doc, corpus_path, as_json):
         return
     console.print(view.passages_table(rows))
     for w in loaded.warnings:  # all of them: this is where a user looks at how the corpus was split
-        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
+        warn(w)
 
 
 @corpus.command("show")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.markup import escape
 
-from ragtrack.cli import console, err, main, show
+from ragtrack.cli import console, main, show, warn
 
 
 @main.command()
@@ -37,7 +36,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     )
     show(view.comparison_table(report), view.moved_items_table(report, show_items))
     for w in report.warnings:
-        err.print(f"[yellow]warning:[/] {escape(str(w))}")
+        warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
 
 

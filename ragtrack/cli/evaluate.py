@@ -8,7 +8,7 @@ import time
 import click
 from rich.markup import escape
 
-from ragtrack.cli import LLM_HELP, console, err, main, show
+from ragtrack.cli import LLM_HELP, console, err, main, show, warn
 
 
 class ItemProgress:
@@ -136,7 +136,7 @@ def eval_cmd(
         bar.start(total, resumed)
 
     def on_warning(message: str) -> None:
-        err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
+        warn(message, style="bold yellow")
 
     try:
         report = evaluate(
@@ -167,9 +167,9 @@ def eval_cmd(
         view.accounting_table(report.accounting),
     )
     for message in report.warnings.values():  # again after the table: the numbers above depend on them
-        err.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False)
+        warn(message, style="bold yellow")
     for warning in view.eval_warnings(report.metrics):
-        err.print(f"[yellow]warning:[/] {escape(str(warning))}")
+        warn(warning)
     if report.findings:
         console.print("[bold]Diagnosis[/] (retrieval first, then generation)")
         console.print(render(report.findings), markup=False, highlight=False)

@@ -7,7 +7,7 @@ import sys
 import click
 from rich.markup import escape
 
-from ragtrack.cli import LLM_HELP, console, err, main, show
+from ragtrack.cli import LLM_HELP, console, err, main, show, warn
 from ragtrack.cli.corpus import CORPUS_HELP
 
 GOLDEN_HELP = "Golden set JSONL (default: from ragtrack.toml or golden/golden.jsonl)."
@@ -70,9 +70,9 @@ def golden_validate(ctx, golden_path, corpus_path):
         f"digest {gold.digest}"
     )
     for line in warning_summary(corpus.warnings):
-        err.print(f"[yellow]corpus warning[/] {escape(str(line))}", highlight=False)
+        warn(line, "corpus warning")
     for s in check.stale:
-        err.print(f"[yellow]stale GT[/] {escape(str(s))}", highlight=False)
+        warn(s, "stale GT")
     if check.stale:
         err.print(
             f"{len(check.stale)} item(s) have stale GT: check their answers, then "

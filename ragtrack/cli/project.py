@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 
 import click
-from rich.markup import escape
 
-from ragtrack.cli import console, err, main
+from ragtrack.cli import console, err, main, warn
 
 
 @main.command()
@@ -36,11 +35,11 @@ def init(directory, language, corpus_path):
     for name in report.kept:
         console.print(f"  [dim]kept {name} (already there)[/]", highlight=False)
     for w in report.corpus_warnings[:8]:
-        err.print(f"[yellow]corpus warning[/] {escape(str(w))}", highlight=False)
+        warn(w, "corpus warning")
     if len(report.corpus_warnings) > 8:
         err.print(f"… and {len(report.corpus_warnings) - 8} more (`ragtrack corpus ls` lists them all)")
     for note in report.notes:
-        err.print(f"[yellow]note:[/] {escape(str(note))}", highlight=False)
+        warn(note, "note:")
     where = "" if directory == "." else f"cd {directory} && "
     console.print(f"next: {where}ragtrack golden validate && ragtrack eval --version v1", highlight=False)
 

@@ -36,9 +36,8 @@ __all__ = [
 ]
 
 
-def make_backend(name: str, config: ProjectConfig, memory: EndpointMemory | None = None) -> ChatBackend | None:
-    """Parse an LLM name into a backend (``None`` for ``offline``); ``memory`` holds what earlier runs
-    learned about endpoints (by default the project's ``<cache>/endpoints.json``)."""
+def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
+    """Parse an LLM name into a backend (``None`` for ``offline``)."""
     if name == "offline":
         return None
     if name.startswith("local:"):
@@ -48,7 +47,7 @@ def make_backend(name: str, config: ProjectConfig, memory: EndpointMemory | None
 
     from ragtrack.llm.openai_backend import OpenAIBackend
 
-    memory = memory or endpoint_memory(config)
+    memory = endpoint_memory(config)
     timeout = config.eval.timeout_s
     if name.startswith("openai:"):
         return OpenAIBackend(
@@ -93,11 +92,10 @@ def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLi
 
 
 def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:
-    memory = endpoint_memory(config)
-    backend = make_backend(name, config, memory)
+    backend = make_backend(name, config)
     return LLM(
         backend,
         cache_dir=(config.cache_dir / "llm") if use_cache else None,
         prices=config.price_table,
-        limiter=endpoint_limiter(backend, memory) if backend else None,
+        limiter=endpoint_limiter(backend, endpoint_memory(config)) if backend else None,
     )
