@@ -76,8 +76,11 @@ def test_eval_prints_the_diagnosis_of_its_own_numbers(evaluated):
 
 
 def test_compare_prints_paired_rows_per_type_and_logs_a_run(evaluated):
+    import gc
+
     result = run("--root", str(evaluated), "compare", "v1", "v3")
     assert result.exit_code == 0, result.output
+    assert gc.isenabled()  # compare pauses the cyclic collector and hands it back to an in-process caller
     out = result.output
     assert "v1 vs v3" in out and "95% CI" in out and "context_recall" in out and "correctness" in out
     assert all(f"│ {t} " in out for t in "ABCD"), out  # one row per question type

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ragtrack.cli import console, main, show, warn
+from ragtrack.cli import console, cyclic_gc_paused, main, show, warn
 
 
 @main.command()
@@ -23,17 +23,18 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     that got better or worse. Logged as a comparison run with a per-type plot, once per
     pair of eval runs: comparing the same two runs again reuses that run.
     """
-    from ragtrack import report as view
-    from ragtrack.api import compare as run_compare
+    with cyclic_gc_paused():  # two runs' records, a few hundred resamplings and one plot
+        from ragtrack import report as view
+        from ragtrack.api import compare as run_compare
 
-    report = run_compare(
-        version_a,
-        version_b,
-        root=ctx.obj["root"],
-        golden_path=golden_path,
-        tracking_uri=tracking_uri,
-        allow_incomparable=allow_incomparable,
-    )
+        report = run_compare(
+            version_a,
+            version_b,
+            root=ctx.obj["root"],
+            golden_path=golden_path,
+            tracking_uri=tracking_uri,
+            allow_incomparable=allow_incomparable,
+        )
     show(view.comparison_table(report), view.moved_items_table(report, show_items))
     for w in report.warnings:
         warn(w)
