@@ -50,7 +50,7 @@ def test_bootstrap_interval_brackets_the_mean_and_collapses_for_constant_differe
 
 
 def test_the_same_scores_give_the_same_figures_whatever_was_compared_in_between():
-    """The resampling draws are kept per item count: a cached draw must be the draw itself."""
+    """The resampling is seeded: a comparison's figures depend on its scores only, not on earlier calls."""
     a, b = [i % 5 for i in range(20)], [(i * 7) % 5 for i in range(20)]  # 20 items: the Monte Carlo test
     first = compare_paired(a, b)
     compare_paired([1, 2, 3], [3, 2, 1])  # another item count in between

@@ -60,20 +60,21 @@ def promote(
     regressing groundedness (same golden set, same judge). Exit status 0 when promoted
     (or, with --dry-run, when it would be), 1 when refused — usable as a CI gate.
     """
-    from ragtrack import report as view
-    from ragtrack.api import promote as run_promote
+    with cyclic_gc_paused():  # two runs' records, their statistics and an alias move
+        from ragtrack import report as view
+        from ragtrack.api import promote as run_promote
 
-    decision = run_promote(
-        version,
-        root=ctx.obj["root"],
-        tracking_uri=tracking_uri,
-        margin=margin,
-        tolerance=tolerance,
-        require_significance=require_significance,
-        allow_substitutes=allow_substitutes,
-        allow_partial=allow_partial,
-        dry_run=dry_run,
-    )
+        decision = run_promote(
+            version,
+            root=ctx.obj["root"],
+            tracking_uri=tracking_uri,
+            margin=margin,
+            tolerance=tolerance,
+            require_significance=require_significance,
+            allow_substitutes=allow_substitutes,
+            allow_partial=allow_partial,
+            dry_run=dry_run,
+        )
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
     sys.exit(0 if decision.promoted else 1)
@@ -85,10 +86,11 @@ def promote(
 def versions(ctx, tracking_uri):
     """Registered versions, their model version and spec hash, the last eval per golden
     set with its key metrics, and which one is the champion."""
-    from ragtrack import report as view
-    from ragtrack.api import versions as list_versions
+    with cyclic_gc_paused():  # a few queries of the store
+        from ragtrack import report as view
+        from ragtrack.api import versions as list_versions
 
-    rows = list_versions(root=ctx.obj["root"], tracking_uri=tracking_uri)
+        rows = list_versions(root=ctx.obj["root"], tracking_uri=tracking_uri)
     if not rows:
         console.print("no versions registered yet; run: ragtrack eval --version v1")
         return

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -54,7 +53,8 @@ def paired_bootstrap_ci(
     d = np.asarray(diffs, dtype=float)
     if d.size == 0:
         return 0.0, 0.0
-    means = d[_resampled_items(d.size, resamples, seed)].mean(axis=1)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(resamples, d.size))].mean(axis=1)
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
@@ -66,32 +66,13 @@ def paired_permutation_p(diffs: Sequence[float], resamples: int = 20_000, seed: 
     if d.size == 0 or not np.any(d):
         return 1.0
     observed = abs(d.mean())
-    flipped = np.abs((_sign_patterns(d.size, resamples, seed) * d).mean(axis=1))
+    if d.size <= 16:  # every one of the 2^n sign patterns: the exact test
+        bits = (np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1
+        signs = 1.0 - 2.0 * bits
+    else:
+        signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(resamples, d.size))
+    flipped = np.abs((signs * d).mean(axis=1))
     return float(np.mean(flipped >= observed - 1e-12))
-
-
-# The draws depend only on (n, resamples, seed), and a comparison tests the metrics of a scope one
-# after the other on the same n items: the last draw is kept (half of a comparison's statistics
-# time), and only the last: both draws for n items hold 240 KB × n (12 MB for 50 items).
-@lru_cache(maxsize=1)
-def _resampled_items(n: int, resamples: int, seed: int) -> np.ndarray:
-    """Item indices of each bootstrap resample, one row per resample."""
-    return _read_only(np.random.default_rng(seed).integers(0, n, size=(resamples, n)))
-
-
-@lru_cache(maxsize=1)
-def _sign_patterns(n: int, resamples: int, seed: int) -> np.ndarray:
-    """±1 per item, one row per pattern: all 2^n for n ≤ 16 (the exact test), else ``resamples`` random."""
-    if n <= 16:
-        bits = (np.arange(2**n)[:, None] >> np.arange(n)) & 1
-        return _read_only(1.0 - 2.0 * bits)
-    return _read_only(np.random.default_rng(seed).choice((1.0, -1.0), size=(resamples, n)))
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    """A cached draw is shared by every caller: none may change it."""
-    array.flags.writeable = False
-    return array
 
 
 def compare_paired(a: Sequence[float], b: Sequence[float], seed: int = 0) -> PairedDifference:
