@@ -19,8 +19,11 @@ def test_help_teaches_the_workflow():
 
 
 def test_eval_prints_the_metric_table_and_run(project):
+    import gc
+
     result = run("--root", str(project), "eval", "--version", "v1", "--limit", "3")
     assert result.exit_code == 0, result.output
+    assert gc.isenabled()  # the set-up ran with the collector paused; the caller has it back
     assert "context_recall" in result.output and "correctness" in result.output and "type A" in result.output
     assert "run " in result.output and "ragtrack ui" in result.output
 
@@ -48,8 +51,28 @@ def test_a_warning_at_line_100_prints_the_line_number_not_an_emoji(project):
 
 
 def test_unknown_version_lists_the_available_ones(project):
+    import gc
+
     result = run("--root", str(project), "eval", "--version", "v42")
     assert result.exit_code == 2 and "available: v1, v2, v3, v4, v5" in result.output
+    assert gc.isenabled()  # a set-up that fails hands the collector back too
+
+
+def test_a_paused_collector_resumes_once_and_freezes_what_set_up_made():
+    import gc
+
+    from ragtrack.cli import cyclic_gc_paused
+
+    assert gc.isenabled()
+    with cyclic_gc_paused() as resume:
+        assert not gc.isenabled()
+        kept = [[n] for n in range(1000)]  # long-lived objects made during set-up
+        resume()
+        assert gc.isenabled() and gc.get_freeze_count() >= len(kept)
+        gc.disable()  # whoever turns it off after resuming is not overruled by the block's end
+    assert not gc.isenabled()
+    gc.enable()
+    gc.unfreeze()
 
 
 def test_golden_stats(project):

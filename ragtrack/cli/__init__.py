@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
@@ -66,25 +66,33 @@ def run() -> None:
 
 
 @contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: for a command whose work is small and bounded.
+def cyclic_gc_paused() -> Iterator[Callable[[], None]]:
+    """No cyclic garbage collection inside, or until the ``resume`` it yields is called.
 
-    Importing MLflow and its SQL store creates some 300,000 long-lived objects, and as the heap
-    grows the collector walks all of it again and again (0.7 s of ``compare``) to free almost
-    nothing; reference counting still frees everything that is not in a cycle (the few thousand
-    objects in cycles made inside are kept). What is alive at the end is frozen (``gc.freeze``)
+    For a command's set-up and for bounded work. Importing MLflow and its SQL store creates
+    some 300,000 long-lived objects (torch and the models more), and as the heap grows the
+    collector walks all of it again and again (0.7 s of ``compare``) to free almost nothing;
+    reference counting still frees everything that is not in a cycle (the few thousand objects
+    in cycles made meanwhile are kept). On resuming, what is alive is frozen (``gc.freeze``)
     before the collector is back on: else its first young collection would walk every object
     made meanwhile (0.2 s), and the next one again. In-process (tests), a frozen object that
     later ends up in a garbage cycle stays in memory.
     """
     enabled = gc.isenabled()
+    paused = [True]
+
+    def resume() -> None:
+        if paused[0]:
+            paused[0] = False
+            gc.freeze()
+            if enabled:
+                gc.enable()
+
     gc.disable()
     try:
-        yield
+        yield resume
     finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+        resume()
 
 
 class Terminated(KeyboardInterrupt):

@@ -8,7 +8,7 @@ import time
 import click
 from rich.markup import escape
 
-from ragtrack.cli import LLM_HELP, console, err, main, show, warn
+from ragtrack.cli import LLM_HELP, console, cyclic_gc_paused, err, main, show, warn
 
 
 class ItemProgress:
@@ -117,49 +117,51 @@ def eval_cmd(
     from --judge. An interrupted eval resumes where it stopped when you run the
     same command again.
     """
-    from ragtrack import report as view
-    from ragtrack.api import Progress as Hooks
-    from ragtrack.api import evaluate
-    from ragtrack.evaluation.diagnosis import render
+    with cyclic_gc_paused() as resume:  # set-up makes long-lived objects; items allocate without bound
+        from ragtrack import report as view
+        from ragtrack.api import Progress as Hooks
+        from ragtrack.api import evaluate
+        from ragtrack.evaluation.diagnosis import render
 
-    bar = ItemProgress(f"eval {version}")
-    state = {"started": False}
+        bar = ItemProgress(f"eval {version}")
+        state = {"started": False}
 
-    def on_stage(stage: str) -> None:
-        if not state["started"]:
-            console.print(f"[dim]… {stage}[/]")
+        def on_stage(stage: str) -> None:
+            if not state["started"]:
+                console.print(f"[dim]… {stage}[/]")
 
-    def on_start(total: int, resumed: int) -> None:
-        if resumed:
-            console.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
-        state["started"] = True
-        bar.start(total, resumed)
+        def on_start(total: int, resumed: int) -> None:
+            if resumed:
+                console.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
+            state["started"] = True
+            resume()  # the collector is back on for the items, over what they make
+            bar.start(total, resumed)
 
-    def on_warning(message: str) -> None:
-        warn(message, style="bold yellow")
+        def on_warning(message: str) -> None:
+            warn(message, style="bold yellow")
 
-    try:
-        report = evaluate(
-            version,
-            root=ctx.obj["root"],
-            golden_path=golden_path,
-            corpus_path=corpus_path,
-            limit=limit,
-            llm=llm,
-            judge=judge,
-            judge_language=judge_language,
-            tracking_uri=tracking_uri,
-            use_cache=not no_cache,
-            fresh=fresh,
-            allow_stale=allow_stale,
-            progress=Hooks(on_stage, on_start, bar.advance, on_warning),
-        )
-    except KeyboardInterrupt:
-        if state["started"]:
-            err.print("finished items are kept in the checkpoint; run the same command again to resume")
-        raise
-    finally:
-        bar.stop()
+        try:
+            report = evaluate(
+                version,
+                root=ctx.obj["root"],
+                golden_path=golden_path,
+                corpus_path=corpus_path,
+                limit=limit,
+                llm=llm,
+                judge=judge,
+                judge_language=judge_language,
+                tracking_uri=tracking_uri,
+                use_cache=not no_cache,
+                fresh=fresh,
+                allow_stale=allow_stale,
+                progress=Hooks(on_stage, on_start, bar.advance, on_warning),
+            )
+        except KeyboardInterrupt:
+            if state["started"]:
+                err.print("finished items are kept in the checkpoint; run the same command again to resume")
+            raise
+        finally:
+            bar.stop()
 
     substituted = " — [bold yellow]substituted models[/]" if report.substituted else ""
     show(
