@@ -192,7 +192,8 @@ def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, m
     from ragtrack.llm.memory import EndpointMemory
 
     monkeypatch.setenv("BENCH_KEY", "sk-never-on-disk-0000")
-    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, capacity=16) as server:
+    # Long enough that the twelve calls of the second run overlap however slowly their threads start.
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.5, capacity=16) as server:
         config = ProjectConfig(
             root=tmp_path, profiles={"bench": Profile(base_url=server.base_url, model="m", api_key_env="BENCH_KEY")}
         )
@@ -213,6 +214,28 @@ def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, m
         second.map(EchoStep("echo"), [str(i) for i in range(12)])
     # Starting from 2 slots, 12 calls never have more than 8 in flight (2, 4, then the last 6).
     assert server.log.peak_in_flight >= 10, server.log.peak_in_flight
+
+
+def test_the_listener_is_left_with_the_latest_limit_when_reports_race():
+    """A report still being written (slow disk) must not land after a newer one: the memory would
+    start the next run below the limit this one reached (seen as 12 remembered for 16 reached)."""
+    import threading
+    import time
+
+    heard: list[int] = []
+
+    def listener(limit: int, congested: bool) -> None:
+        if limit == 3:
+            time.sleep(0.3)  # the first change's write is slow
+        heard.append(limit)
+
+    limiter = AdaptiveLimiter(16, initial=2, on_change=listener)
+    slow = threading.Thread(target=limiter.on_success, args=(1.0,))  # 2 -> 3, reported slowly
+    slow.start()
+    time.sleep(0.1)
+    limiter.on_success(1.0)  # 3 -> 4, reported while the first report is being written
+    slow.join()
+    assert int(limiter.limit) == 4 and heard[-1] == 4, heard
 
 
 def test_a_remembered_limit_comes_down_on_an_endpoint_that_got_slower(tmp_path):

@@ -51,6 +51,8 @@ class AdaptiveLimiter:
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
         self.slow_start = not congested  # until the first sign of congestion
         self._on_change = on_change
+        self._reported = (int(self.limit), congested)
+        self._report_lock = threading.Lock()  # reports leave in order, each with the latest state
         self._cond = threading.Condition()
 
     @contextmanager
@@ -70,7 +72,6 @@ class AdaptiveLimiter:
 
     def on_success(self, latency_s: float, step: str = "") -> None:
         with self._cond:
-            before = int(self.limit)
             best = min(self._best_latency.get(step, latency_s), latency_s)
             recent = 0.7 * self._recent.get(step, latency_s) + 0.3 * latency_s
             self._best_latency[step], self._recent[step] = best, recent
@@ -81,20 +82,25 @@ class AdaptiveLimiter:
                 # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
                 self.limit = min(self.maximum, self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
             self._cond.notify_all()
-            now = (int(self.limit), not self.slow_start)
-        self._report(before, now)
+        self._report()
 
     def on_overload(self) -> None:
         with self._cond:
-            before = int(self.limit)
             self._decrease()
-            now = (int(self.limit), not self.slow_start)
-        self._report(before, now)
+        self._report()
 
-    def _report(self, before: int, now: tuple[int, bool]) -> None:
-        """Outside the lock: the listener may write a file."""
-        if self._on_change is not None and now[0] != before:
-            self._on_change(*now)
+    def _report(self) -> None:
+        """Outside the limit's lock (the listener may write a file), one report at a time, each
+        reading the state afresh: a report computed before another thread's change can never
+        land after that thread's and leave the listener with a stale limit."""
+        if self._on_change is None:
+            return
+        with self._report_lock:
+            with self._cond:
+                now = (int(self.limit), not self.slow_start)
+            if now[0] != self._reported[0]:
+                self._reported = now
+                self._on_change(*now)
 
     def _decrease(self) -> None:
         self.slow_start = False

@@ -139,6 +139,10 @@ class LoopbackServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body leave in two writes; with Nagle's algorithm on, the body waits for the
+            # client's delayed ACK of the headers (40 ms on Linux) on every reply. Real servers
+            # (uvicorn under vLLM, Go's net/http under Ollama) set TCP_NODELAY, and so does this one.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:
                 pass
