@@ -233,7 +233,8 @@ def _resume_and_check(project, server: FakeOpenAIServer, monkeypatch) -> None:
 
 
 def test_sigkill_during_item_work_resumes_to_one_trace_per_item_and_the_whole_accounting(project, monkeypatch):
-    with FakeOpenAIServer(latency_s=0.3) as server:
+    # One call at a time: items finish about 0.8 s apart, so the kill lands with items both done and to do.
+    with FakeOpenAIServer(latency_s=0.2, capacity=1) as server:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v1"]
             + ["--judge", "openai:m", "--no-cache"],
