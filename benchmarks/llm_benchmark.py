@@ -161,7 +161,7 @@ def eval_run(server: Server | ServerProcess, timeout: float) -> list[dict]:
     The index is built first by an offline eval (not timed). Each timed eval answers every
     item (offline agent) and judges it on the server; its wall time is the item phase
     (answering and judging, which overlap), as reported by the API's progress hooks. The
-    first meets the endpoint for the first time, so its limiter climbs from 2 requests in
+    first meets the endpoint for the first time, so its limiter climbs from 4 requests in
     flight; the second starts at the limit the first one reached (remembered in the project's
     cache), as every later eval of a project against the same endpoint does.
     """

@@ -174,15 +174,29 @@ def test_concurrency_adapts_to_a_one_at_a_time_server():
         llm = client(server, max_concurrency=16)
         results = llm.map(EchoStep("echo"), [str(i) for i in range(24)])
     assert all(r.ok for r in results)
-    # AIMD probes a slot or two above what the server serves, then backs off.
+    # It starts at 4; there every reply after the first waited in the queue, so none grows the limit.
     assert llm.limiter.peak_in_flight <= 4 and server.log.peak_in_flight <= 4, server.log.peak_in_flight
+
+
+def test_a_reply_grows_the_limit_only_against_a_baseline_set_before_it():
+    """A first reply is its own fastest by definition; counting it as unqueued would let every
+    step's first reply (one per judge) grow the limit while requests wait at a one-slot server."""
+    limiter = AdaptiveLimiter(16, initial=4)
+    limiter.on_success(2.0, "correctness")
+    assert limiter.limit == 4  # the very first reply only sets the baseline
+    limiter.on_success(4.0, "groundedness")
+    assert limiter.limit == 4  # a step's first reply, twice as slow as another step's: queued
+    limiter.on_success(2.5, "relevance")
+    assert limiter.limit == 5  # a step's first reply near the fastest other step's: unqueued
+    limiter.on_success(2.1, "correctness")
+    assert limiter.limit == 6  # a later reply near its own step's fastest
 
 
 def test_concurrency_grows_on_a_server_that_keeps_up():
     with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.3) as server:
         llm = client(server, max_concurrency=16)
         llm.map(EchoStep("echo"), [str(i) for i in range(60)])
-    assert server.log.peak_in_flight >= 5, server.log.peak_in_flight
+    assert server.log.peak_in_flight >= 8, server.log.peak_in_flight  # well past the 4 it starts at
 
 
 def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, monkeypatch):
@@ -230,6 +244,7 @@ def test_the_listener_is_left_with_the_latest_limit_when_reports_race():
         heard.append(limit)
 
     limiter = AdaptiveLimiter(16, initial=2, on_change=listener)
+    limiter.on_success(1.0)  # the first reply only sets the baseline: no change, nothing reported
     slow = threading.Thread(target=limiter.on_success, args=(1.0,))  # 2 -> 3, reported slowly
     slow.start()
     time.sleep(0.1)

@@ -2,8 +2,9 @@
 
 A timeout on every call; retries with exponential backoff and jitter on 429,
 5xx, timeouts and dropped connections, honouring ``Retry-After``; an adaptive
-concurrency limit (a self-hosted Dify on a laptop is easily overloaded: it
-starts at 2 in flight and halves on every overload signal). Retry policy,
+concurrency limit (a self-hosted Dify on a laptop is easily overloaded, and one
+agent call is a whole chain of model calls: it starts at 2 in flight, not the
+judges' 4, and halves on every overload signal). Retry policy,
 retry loop and limiter are the LLM client's own. Platforms report errors
 their own way (RAGFlow: HTTP 200 with a non-zero ``code``; Dify Cloud: 403
 for its rate limit), so each kind passes a ``check`` that classifies a reply.
@@ -25,6 +26,8 @@ from ragtrack.llm.client import RetryPolicy, call_with_retries
 from ragtrack.llm.concurrency import AdaptiveLimiter
 from ragtrack.llm.memory import EndpointMemory
 from ragtrack.secrets import redact, without_credentials
+
+AGENT_FIRST_CONTACT = 2  # in flight against a new agent endpoint (see the module docstring)
 
 #: A platform's reading of a reply: an error to raise (transient: retried), or None when it is fine.
 Check = Callable[[int, Any], Exception | None]
@@ -105,9 +108,9 @@ class Endpoint:
         self.check = check
         self.retry = retry or RetryPolicy()
         self.limiter = (
-            memory.limiter(f"agent@{without_credentials(self.base_url)}", max_concurrency)
+            memory.limiter(f"agent@{without_credentials(self.base_url)}", max_concurrency, AGENT_FIRST_CONTACT)
             if memory
-            else AdaptiveLimiter(max_concurrency)
+            else AdaptiveLimiter(max_concurrency, AGENT_FIRST_CONTACT)
         )
         limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
         self.client = httpx.Client(headers={"User-Agent": "ragtrack", **headers}, timeout=timeout_s, limits=limits)

@@ -5,10 +5,12 @@ dozens of requests at once, a local llama.cpp server serves one at a time and
 only queues the rest (its latency grows with every extra request, until
 clients time out while the server keeps computing abandoned work).
 
-The limiter starts low and learns from latency, per step (replies of one step
-have similar lengths). It keeps the fastest latency seen and a smoothed recent
-one. While both this reply and the recent latency stay near the fastest,
-requests are not waiting inside the server, so it grows: by one slot per reply
+The limiter starts low (4 slots) and learns from latency, per step (replies of
+one step have similar lengths). It keeps the fastest latency seen and a smoothed
+recent one. While both this reply and the recent latency stay near the fastest
+seen before it (for a step's first reply, the fastest of the other steps; the
+very first reply only sets the baseline), requests are not waiting inside the
+server, so it grows: by one slot per reply
 at first (slow start: the limit doubles every round trip, so a large endpoint is
 reached in a few round trips), then — after the first sign of congestion — by
 about one slot per round trip (additive increase). Once the recent latency
@@ -27,12 +29,16 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+# First contact: TCP's initial window went up to four segments (RFC 3390) for the same reason — enough
+# to skip a round trip of climbing, few enough that a one-slot server only queues three.
+INITIAL_LIMIT = 4
+
 
 class AdaptiveLimiter:
     def __init__(
         self,
         maximum: int,
-        initial: int = 2,
+        initial: int = INITIAL_LIMIT,
         queue_factor: float = 1.8,
         grow_below: float = 1.4,
         *,
@@ -72,17 +78,27 @@ class AdaptiveLimiter:
 
     def on_success(self, latency_s: float, step: str = "") -> None:
         with self._cond:
+            baseline = self._baseline(step)
             best = min(self._best_latency.get(step, latency_s), latency_s)
             recent = 0.7 * self._recent.get(step, latency_s) + 0.3 * latency_s
             self._best_latency[step], self._recent[step] = best, recent
             if recent >= self.queue_factor * best:
                 self._decrease()
                 self._recent[step] = best * self.grow_below  # give the smaller limit a fresh start
-            elif max(recent, latency_s) <= self.grow_below * best:
+            elif baseline is not None and max(recent, latency_s) <= self.grow_below * min(baseline, best):
                 # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
                 self.limit = min(self.maximum, self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
             self._cond.notify_all()
         self._report()
+
+    def _baseline(self, step: str) -> float | None:
+        """The latency an unqueued reply of ``step`` should beat, from replies before this one: the
+        step's own fastest, or for its first reply the fastest of any other step. A first reply is
+        its own best by definition, so it proves nothing: counted as fast, a one-slot server's
+        first replies (one per judge) would each grow the limit while requests wait in its queue."""
+        if step in self._best_latency:
+            return self._best_latency[step]
+        return min(self._best_latency.values(), default=None)
 
     def on_overload(self) -> None:
         with self._cond:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrack.files import atomic_write_json
-from ragtrack.llm.concurrency import AdaptiveLimiter
+from ragtrack.llm.concurrency import INITIAL_LIMIT, AdaptiveLimiter
 
 _open: dict[Path, EndpointMemory] = {}
 _open_lock = threading.Lock()
@@ -72,9 +72,10 @@ class EndpointMemory:
     def set_concurrency(self, endpoint: str, limit: int, congested: bool) -> None:
         self._update(endpoint, {"concurrency": limit, "congested": congested})
 
-    def limiter(self, endpoint: str, maximum: int) -> AdaptiveLimiter:
-        """An adaptive limit for ``endpoint`` that starts where its last run ended and remembers where it goes."""
-        initial, congested = self.concurrency(endpoint) or (2, False)
+    def limiter(self, endpoint: str, maximum: int, first_contact: int = INITIAL_LIMIT) -> AdaptiveLimiter:
+        """An adaptive limit for ``endpoint`` that starts where its last run ended (a new endpoint: at
+        ``first_contact``) and remembers where it goes."""
+        initial, congested = self.concurrency(endpoint) or (first_contact, False)
         return AdaptiveLimiter(
             maximum,
             initial=initial,
