@@ -53,9 +53,11 @@ def test_a_warning_at_line_100_prints_the_line_number_not_an_emoji(project):
 def test_unknown_version_lists_the_available_ones(project):
     import gc
 
+    gc.unfreeze()  # nothing frozen before: the caller did not freeze anything of its own
     result = run("--root", str(project), "eval", "--version", "v42")
     assert result.exit_code == 2 and "available: v1, v2, v3, v4, v5" in result.output
     assert gc.isenabled()  # a set-up that fails hands the collector back too
+    assert gc.get_freeze_count() == 0  # and, in-process, what the command froze is collectable again
 
 
 def test_a_paused_collector_resumes_once_and_freezes_what_set_up_made():

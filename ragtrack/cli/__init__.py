@@ -75,8 +75,8 @@ def cyclic_gc_paused() -> Iterator[Callable[[], None]]:
     reference counting still frees everything that is not in a cycle (the few thousand objects
     in cycles made meanwhile are kept). On resuming, what is alive is frozen (``gc.freeze``)
     before the collector is back on: else its first young collection would walk every object
-    made meanwhile (0.2 s), and the next one again. In-process (tests), a frozen object that
-    later ends up in a garbage cycle stays in memory.
+    made meanwhile (0.2 s), and the next one again. In-process (tests, a notebook) the group
+    unfreezes when the command ends, so nothing stays exempt from collection afterwards.
     """
     enabled = gc.isenabled()
     paused = [True]
@@ -159,6 +159,8 @@ def main(ctx: click.Context, root: str) -> None:
       ragtrack ui                       # open the MLflow UI on this project's store
     """
     _quiet_libraries()
+    if not _exit_at_once and gc.get_freeze_count() == 0:  # a caller's own freeze is left alone
+        ctx.call_on_close(gc.unfreeze)
     for c in (console, err):
         if not c.is_terminal:  # a pipe or a CI log: print tables whole, never cut to 80 columns
             c.width = MACHINE_WIDTH
