@@ -10,13 +10,13 @@ one step have similar lengths). It keeps the fastest latency seen and a smoothed
 recent one. While both this reply and the recent latency stay near the fastest
 seen before it (for a step's first reply, the fastest of the other steps; the
 very first reply only sets the baseline), requests are not waiting inside the
-server, so it grows: by one slot per reply
-at first (slow start: the limit doubles every round trip, so a large endpoint is
-reached in a few round trips), then — after the first sign of congestion — by
-about one slot per round trip (additive increase). Once the recent latency
-reaches ``queue_factor`` times the fastest, requests are queueing — more
-concurrency buys nothing — so it halves (multiplicative decrease); it also
-halves on an overload signal (429, 503, timeout). This is TCP's congestion
+server, so it grows: by one slot per reply at first (slow start: the limit
+doubles every round trip, so a large endpoint is reached in a few round trips),
+then — after the first sign of congestion — by about one slot per round trip
+(additive increase). Once the recent latency reaches ``queue_factor`` times
+the fastest, requests are queueing — more concurrency buys nothing — so it
+halves (multiplicative decrease); it also halves on an overload signal (429,
+503, timeout). This is TCP's congestion
 control, applied to an LLM endpoint.
 
 Given ``on_change``, it reports each new whole limit, so the next run can start
