@@ -2,10 +2,14 @@
 
 For each version and corpus size (the shipped KB, and the KB ×10: nine more copies
 under renamed folders, so every golden ID still resolves) it runs ``ragtrack eval``
-twice in a fresh project: the first run builds the index (timed as "index"), the
-second uses the cached index and gives the per-item time and the shares of the
-phases (items, logging). The floor is what an item cannot avoid: one batched
-query encode and one search of the version's retrieval mode.
+three times in a fresh project: the first run builds the index (timed as "index"),
+the faster of the other two (cached index) gives the per-item time and the shares
+of the phases (items, logging). The floor, measured next in the same project, is
+what an item cannot avoid: one batched query encode and one search of the
+version's retrieval mode (best of three passes over the golden set). A second floor puts
+every text the version encodes for the item into that one batch (for v5 its
+rewrites and outline points too): the ratio to it is what the version spends
+beyond model work its answers depend on.
 
     python benchmarks/eval_benchmark.py                       # this checkout
     python benchmarks/eval_benchmark.py --baseline HEAD~3     # and that commit, side by side
@@ -44,14 +48,16 @@ def make_project(root: Path, repo: Path, scale: int) -> Path:
     return root
 
 
-def measure(version: str, scale: int, repo: Path) -> dict:
-    """Two evals in a fresh project (cold index, then cached); phase times from the API's progress hooks."""
+def measure(version: str, scale: int, repo: Path, floors: bool) -> dict:
+    """Three evals in a fresh project (cold index, then twice cached: the faster counts as warm);
+    phase times from the API's progress hooks. With ``floors``, the floors are measured next, in
+    the same project, so that a shared machine's load drifts as little as possible between them."""
     from ragtrack.api import Progress, evaluate
 
     with tempfile.TemporaryDirectory(prefix="ragtrack-bench-") as tmp:
         root = make_project(Path(tmp) / "project", repo, scale)
-        figures = {}
-        for label in ("cold", "warm"):
+        figures: dict = {}
+        for label in ("cold", "warm", "warm again"):
             marks: dict[str, float] = {"begin": time.perf_counter()}
 
             def stage(name: str, marks=marks) -> None:
@@ -75,11 +81,21 @@ def measure(version: str, scale: int, repo: Path) -> dict:
                 "recall": report.metrics["context_recall"],
                 "correctness": report.metrics["correctness"],
             }
+        figures["warm"] = min(figures.pop("warm again"), figures["warm"], key=lambda f: f["item_ms"])
+        if floors:
+            figures["floor_ms"], figures["own_floor_ms"] = floor_ms(version, root)
         return {"version": version, "scale": scale, **figures}
 
 
-def floor_ms(version: str, scale: int) -> float:
-    """One batched query encode + one search, per golden question, with this checkout's code."""
+def floor_ms(version: str, root: Path) -> tuple[float, float]:
+    """Two floors per golden question, in the project at ``root`` (its index cached), with this
+    checkout's code.
+
+    The floor: one batched query encode of the question + one search. The own-texts
+    floor: every text the version encodes for that item (for v5 the question, its
+    rewrites and its "question + point" texts) in one batch + one search: the model
+    work an item cannot shed without changing its answers.
+    """
     from ragtrack.agent import AgentContext
     from ragtrack.config import load_config
     from ragtrack.corpus import load_corpus
@@ -87,17 +103,34 @@ def floor_ms(version: str, scale: int) -> float:
     from ragtrack.pipeline.agent import PipelineAgent
     from ragtrack.spec import load_spec
 
-    with tempfile.TemporaryDirectory(prefix="ragtrack-floor-") as tmp:
-        root = make_project(Path(tmp) / "project", REPO, scale)
-        corpus = load_corpus(root / "golden" / "kb")
-        golden = load_golden(root / "golden" / "golden.jsonl", corpus)
-        agent = PipelineAgent(load_spec(version, root / "pipelines"), AgentContext(corpus, load_config(root)))
-        k = agent.spec.retrieval.top_k
-        started = time.perf_counter()
-        for item in golden.items:
-            agent.embedder.encode([item.question])
-            agent.search.search(item.question, k)
-        return (time.perf_counter() - started) / len(golden) * 1000
+    corpus = load_corpus(root / "golden" / "kb")
+    golden = load_golden(root / "golden" / "golden.jsonl", corpus)
+    agent = PipelineAgent(load_spec(version, root / "pipelines"), AgentContext(corpus, load_config(root)))
+    embedder, k = agent.embedder, agent.spec.retrieval.top_k
+
+    def timed(texts_per_item: list[list[str]], passes: int = 3) -> float:
+        """Best of ``passes``: a floor is a cost, and the least disturbed pass measures it best."""
+        best = float("inf")
+        for _ in range(passes):
+            embedder.forget_recent()
+            started = time.perf_counter()
+            for item, texts in zip(golden.items, texts_per_item, strict=True):
+                embedder.encode(texts)
+                agent.search.search(item.question, k)
+            best = min(best, time.perf_counter() - started)
+        return best / len(golden) * 1000
+
+    floor = timed([[item.question] for item in golden.items])
+    # What each answer encodes (texts stored with the index are looked up, as in the eval).
+    own: list[list[str]] = []
+    encode = embedder.encode
+    embedder.encode = lambda texts: (own[-1].extend(texts), encode(texts))[1]
+    for item in golden.items:
+        own.append([])
+        embedder.forget_recent()
+        agent.answer(item.question)
+    embedder.encode = encode
+    return floor, timed([list(dict.fromkeys(texts)) for texts in own])
 
 
 def baseline(rev: str, args: argparse.Namespace) -> list[dict]:
@@ -138,39 +171,37 @@ def main() -> None:
     for version in args.versions:
         for scale in args.scales:
             print(f"measuring {version} on the KB x{scale} ({args.repo})", file=sys.stderr, flush=True)
-            runs.append(measure(version, scale, args.repo))
+            runs.append(measure(version, scale, args.repo, floors=not args.measure_only))
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
     if args.measure_only:
         return
-    floors = {(v, s): floor_ms(v, s) for v in args.versions for s in args.scales}
+    floors = {(r["version"], r["scale"]): (r["floor_ms"], r["own_floor_ms"]) for r in runs}
     before = {(r["version"], r["scale"]): r for r in baseline(args.baseline, args)} if args.baseline else {}
 
-    def row(label: str, r: dict, floor: float) -> str:
+    def row(label: str, r: dict, floor: float, own: float) -> str:
         w, c = r["warm"], r["cold"]
         return (
             f"{label:<10}{r['version']:<6}x{r['scale']:<4}{w['item_ms']:>9.0f}{w['item_ms'] / floor:>8.1f}x"
-            f"{c['index_s']:>10.1f}{w['logging_s']:>10.1f}{w['recall']:>8.3f}{w['correctness']:>7.2f}"
+            f"{w['item_ms'] / own:>8.1f}x{c['index_s']:>10.1f}{w['logging_s']:>10.1f}"
+            f"{w['recall']:>8.3f}{w['correctness']:>7.2f}"
         )
 
-    heads = ("item ms", "/floor", "index s", "log s", "recall", "corr")
+    heads = ("item ms", "/floor", "/own", "index s", "log s", "recall", "corr")
     print(
         f"{'code':<10}{'ver':<6}{'KB':<5}"
-        + "".join(f"{h:>{w}}" for h, w in zip(heads, (9, 9, 10, 10, 8, 7), strict=True))
+        + "".join(f"{h:>{w}}" for h, w in zip(heads, (9, 9, 9, 10, 10, 8, 7), strict=True))
     )
     for r in runs:
         key = (r["version"], r["scale"])
-        floor = floors[key]
+        floor, own = floors[key]
         if key in before:
-            print(row(f"{args.baseline}"[:10], before[key], floor))
-        print(row("this", r, floor))
+            print(row(f"{args.baseline}"[:10], before[key], floor, own))
+        print(row("this", r, floor, own))
+        note = f"{'':<21}floor {floor:.0f} ms/item, own-texts floor {own:.0f} ms/item"
         if key in before:
-            print(
-                f"{'':<21}floor {floor:.0f} ms/item; this/baseline per item: "
-                f"{r['warm']['item_ms'] / before[key]['warm']['item_ms']:.2f}"
-            )
-        else:
-            print(f"{'':<21}floor {floor:.0f} ms/item")
+            note += f"; this/baseline per item: {r['warm']['item_ms'] / before[key]['warm']['item_ms']:.2f}"
+        print(note)
     for version in args.versions:
         if len(args.scales) > 1:
             small, big = min(args.scales), max(args.scales)

@@ -62,6 +62,20 @@ def test_second_build_is_served_from_cache_without_embedding(project, tiny_corpu
     assert not list(folder.glob("*.pkl"))
 
 
+def test_a_fresh_build_keeps_the_vectors_it_computed(project, tiny_corpus, embedder):
+    from ragtrack.pipeline.embedding import Embedder
+
+    fresh = Embedder(embedder.model_info)  # knows nothing yet
+    agent = pipeline_agent(project, tiny_corpus, fresh, "v1")
+    assert not agent.index_stats.from_cache
+    fresh.forget_recent()  # drops query-time vectors only
+    embedded = fresh.texts_embedded
+    agent.answer("What is the default cfg value?")
+    # The question is the one new text: the candidate sentences were embedded at build time and
+    # kept, as when the index comes from the cache.
+    assert fresh.texts_embedded == embedded + 1
+
+
 def test_v1_agent_answers_extractively_with_mapped_ids(project, tiny_corpus, embedder):
     agent = pipeline_agent(project, tiny_corpus, embedder, "v1")
     out = agent.answer("What is the default cfg value?")

@@ -144,6 +144,7 @@ class PipelineAgent:
         # sentences of every unit that can be handed to the generator, and the units' topics.
         texts = list(dict.fromkeys(_query_time_texts(units))) if self.embedder.remembers else []
         known = TextVectors(texts, self.embedder.encode(texts))
+        self.embedder.know(known.texts, known.vectors)  # as when loaded from the cache: kept, not merely recent
         # This LLM has done nothing but the build so far: its whole accounting is index-time work.
         self.setup = Setup("index built", usage=self.llm.accounting.usage())
         if sum(u.failed for u in self.setup.usage.values()) == 0:
