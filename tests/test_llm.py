@@ -190,6 +190,14 @@ def test_a_reply_grows_the_limit_only_against_a_baseline_set_before_it():
     assert limiter.limit == 5  # a step's first reply near the fastest other step's: unqueued
     limiter.on_success(2.1, "correctness")
     assert limiter.limit == 6  # a later reply near its own step's fastest
+    # groundedness's fastest (4.0) waited in a queue: replies that wait as long are no proof either.
+    limiter.on_success(4.0, "groundedness")
+    assert limiter.limit == 6
+    for _ in range(2):
+        limiter.on_success(2.2, "groundedness")
+    assert limiter.limit == 6  # near the others' fastest now, but its smoothed latency is still high
+    limiter.on_success(2.2, "groundedness")
+    assert limiter.limit == 7  # smoothed latency down: its own fastest (2.2) is its baseline now
 
 
 def test_concurrency_grows_on_a_server_that_keeps_up():

@@ -8,8 +8,9 @@ clients time out while the server keeps computing abandoned work).
 The limiter starts low (4 slots) and learns from latency, per step (replies of
 one step have similar lengths). It keeps the fastest latency seen and a smoothed
 recent one. While both this reply and the recent latency stay near the fastest
-seen before it (for a step's first reply, the fastest of the other steps; the
-very first reply only sets the baseline), requests are not waiting inside the
+seen before it (a step's own fastest counts only once one of its replies came
+back near the other steps' fastest; until then theirs is the yardstick, and the
+very first reply only sets it), requests are not waiting inside the
 server, so it grows: by one slot per reply at first (slow start: the limit
 doubles every round trip, so a large endpoint is reached in a few round trips),
 then — after the first sign of congestion — by about one slot per round trip
@@ -55,6 +56,7 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.peak_in_flight = 0
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
+        self._unqueued: set[str] = set()  # steps whose fastest was seen unqueued: a baseline of their own
         self.slow_start = not congested  # until the first sign of congestion
         self._on_change = on_change
         self._reported = (int(self.limit), congested)
@@ -79,6 +81,8 @@ class AdaptiveLimiter:
     def on_success(self, latency_s: float, step: str = "") -> None:
         with self._cond:
             baseline = self._baseline(step)
+            if baseline is None or latency_s <= self.grow_below * baseline:
+                self._unqueued.add(step)
             best = min(self._best_latency.get(step, latency_s), latency_s)
             recent = 0.7 * self._recent.get(step, latency_s) + 0.3 * latency_s
             self._best_latency[step], self._recent[step] = best, recent
@@ -93,12 +97,14 @@ class AdaptiveLimiter:
 
     def _baseline(self, step: str) -> float | None:
         """The latency an unqueued reply of ``step`` should beat, from replies before this one: the
-        step's own fastest, or for its first reply the fastest of any other step. A first reply is
-        its own best by definition, so it proves nothing: counted as fast, a one-slot server's
-        first replies (one per judge) would each grow the limit while requests wait in its queue."""
-        if step in self._best_latency:
+        step's own fastest once one of its replies came back near the fastest of the other steps,
+        until then that fastest. A step's first reply is its own best by definition, so it proves
+        nothing: at a one-slot server it may have waited behind three others, and replies that keep
+        waiting as long would look unqueued against it and grow the limit while the queue stays.
+        (A step that is slower by nature never gets a baseline of its own; the others grow the limit.)"""
+        if step in self._unqueued:
             return self._best_latency[step]
-        return min(self._best_latency.values(), default=None)
+        return min((b for s, b in self._best_latency.items() if s in self._unqueued), default=None)
 
     def on_overload(self) -> None:
         with self._cond:
