@@ -124,12 +124,19 @@ def floor_ms(version: str, root: Path) -> tuple[float, float]:
     # What each answer encodes (texts stored with the index are looked up, as in the eval).
     own: list[list[str]] = []
     encode = embedder.encode
-    embedder.encode = lambda texts: (own[-1].extend(texts), encode(texts))[1]
-    for item in golden.items:
-        own.append([])
-        embedder.forget_recent()
-        agent.answer(item.question)
-    embedder.encode = encode
+
+    def recording(texts: list[str]):
+        own[-1].extend(texts)
+        return encode(texts)
+
+    embedder.encode = recording  # an instance attribute over the method, for these answers only
+    try:
+        for item in golden.items:
+            own.append([])
+            embedder.forget_recent()
+            agent.answer(item.question)
+    finally:
+        del embedder.encode
     return floor, timed([list(dict.fromkeys(texts)) for texts in own])
 
 
@@ -176,7 +183,6 @@ def main() -> None:
         args.json.write_text(json.dumps(runs, indent=1))
     if args.measure_only:
         return
-    floors = {(r["version"], r["scale"]): (r["floor_ms"], r["own_floor_ms"]) for r in runs}
     before = {(r["version"], r["scale"]): r for r in baseline(args.baseline, args)} if args.baseline else {}
 
     def row(label: str, r: dict, floor: float, own: float) -> str:
@@ -194,7 +200,7 @@ def main() -> None:
     )
     for r in runs:
         key = (r["version"], r["scale"])
-        floor, own = floors[key]
+        floor, own = r["floor_ms"], r["own_floor_ms"]
         if key in before:
             print(row(f"{args.baseline}"[:10], before[key], floor, own))
         print(row("this", r, floor, own))

@@ -74,6 +74,8 @@ class Embedder(Embeddings):
         """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
         with self._lock:
             self._known.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
+            for text in texts:  # just encoded at index build: known now, no longer taking room among the recent
+                self._recent.pop(text, None)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(texts).tolist()
