@@ -170,7 +170,9 @@ def test_plain_prompting_when_no_json_mode_is_accepted():
 
 def test_concurrency_adapts_to_a_one_at_a_time_server():
     """A server that serves one request at a time must not be handed 16 at once."""
-    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.1, capacity=1) as server:
+    # 0.3 s, as slow servers are: well above the client's own jitter on a busy machine (at 0.1 s a
+    # first reply slowed by connecting could make a once-queued reply look unqueued).
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.3, capacity=1) as server:
         llm = client(server, max_concurrency=16)
         results = llm.map(EchoStep("echo"), [str(i) for i in range(24)])
     assert all(r.ok for r in results)
