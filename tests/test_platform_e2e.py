@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -21,17 +20,10 @@ from ragtrack.config import load_config
 from ragtrack.testing.dify_server import from_args
 from ragtrack.tracking.store import open_store
 
+from .readme import figures, printed, walkthrough
 from .test_platform_agents import by_hand, dify_segments, question_of
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def walkthrough(name: str) -> str:
-    """The shell block under ``<!-- walkthrough: name -->`` in README.md."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    match = re.search(rf"<!-- walkthrough: {re.escape(name)} -->\n```sh\n(.*?)```", readme, re.DOTALL)
-    assert match, f"README.md has no walkthrough block {name!r}"
-    return match.group(1)
 
 
 @pytest.mark.slow
@@ -87,6 +79,12 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         assert ("dify-app promoted" in out) == wins and ("dify-app refused" in out) != wins, out
         assert done.returncode == (0 if wins else 1)
         assert "v1 vs dify-app" in out and "comparison run" in out
+
+        # The README's table of this walkthrough is what these runs measured, figure by figure.
+        table = figures("dify")
+        assert app.golden_digest.startswith("5e77c531c297dcc5")  # the digest the README quotes
+        for label, run in (("v1 (on the imported corpus)", v1), ("dify-app (loopback Dify)", app)):
+            assert table[label] == printed(table[label], run.metrics), label
 
         # The registered model of the app answers through the app.
         monkeypatch.setenv("DIFY_APP_KEY", "app-demo-key")
