@@ -1,7 +1,8 @@
 """LLM-layer benchmark: judging N items × 4 judges against a loopback server of known speed.
 
 The server (127.0.0.1, ragtrack's fake OpenAI-compatible server) answers every
-request after a fixed latency L and serves at most C requests at once, queueing
+request after a latency L (fixed, or spread uniformly around L with
+``--latency-spread``, as replies of varying length are) and serves at most C requests at once, queueing
 the rest — like a local llama.cpp / vLLM deployment. It runs in its own process,
 as a real endpoint does (``--server-in-process`` puts it in the clients' process,
 where its request handling competes with them for the GIL). The best any client can do
@@ -19,7 +20,8 @@ that ideal (1.00 = perfect), its peak requests in flight and its failures:
 * RAGAS ``evaluate`` (four LLM metrics), run by ``--ragas-python``: a Python
   with ragas installed (it needs langchain < 1; see ``ragas_client.py``).
 
-    python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--capacity 2] [--ragas-python PY]
+    python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--latency-spread 0.3] [--capacity 2]
+                                       [--ragas-python PY]
                                        [--server-in-process]
 
 Printed as ratios side by side: the machine is shared and noisy, absolute
@@ -55,8 +57,8 @@ def reply(request: dict) -> str:
 class Server:
     """The loopback server with what the benchmark reads of it: requests seen, peak in flight."""
 
-    def __init__(self, latency: float, capacity: int):
-        self._server = FakeOpenAIServer(reply=reply, latency_s=latency, capacity=capacity)
+    def __init__(self, latency: float, capacity: int, spread: float = 0.0):
+        self._server = FakeOpenAIServer(reply=reply, latency_s=latency, latency_spread=spread, capacity=capacity)
         self.base_url = self._server.base_url
 
     def __enter__(self) -> Server:
@@ -76,9 +78,9 @@ class Server:
         return self._server.log.peak_in_flight
 
 
-def _serve(latency: float, capacity: int, pipe) -> None:
+def _serve(latency: float, capacity: int, spread: float, pipe) -> None:
     """Child process: run the server and answer the parent's questions about it."""
-    with Server(latency, capacity) as server:
+    with Server(latency, capacity, spread) as server:
         pipe.send(server.base_url)
         for command in iter(pipe.recv, "stop"):
             pipe.send(getattr(server, command)())
@@ -87,12 +89,12 @@ def _serve(latency: float, capacity: int, pipe) -> None:
 class ServerProcess:
     """The same server in a child process: its HTTP handling does not share the clients' GIL."""
 
-    def __init__(self, latency: float, capacity: int):
+    def __init__(self, latency: float, capacity: int, spread: float = 0.0):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
         self._pipe, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(latency, capacity, child), daemon=True)
+        self._process = context.Process(target=_serve, args=(latency, capacity, spread, child), daemon=True)
 
     def __enter__(self) -> ServerProcess:
         self._process.start()
@@ -298,6 +300,12 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=40)
     parser.add_argument("--latency", type=float, default=0.25, help="seconds per request at the server")
     parser.add_argument("--capacity", type=int, default=2, help="requests the server computes at once")
+    parser.add_argument(
+        "--latency-spread",
+        type=float,
+        default=0.0,
+        help="each request takes latency × (1 ± up to this), uniformly: replies of varying length (mean unchanged)",
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="client timeout per request, seconds")
     parser.add_argument("--skip-mlflow", action="store_true")
     parser.add_argument("--skip-eval", action="store_true", help="skip the end-to-end `ragtrack eval` row")
@@ -313,12 +321,13 @@ def main() -> None:
     serve = Server if args.server_in_process else ServerProcess
     where = "in this process" if args.server_in_process else "in its own process"
     print(
-        f"{args.items} items × 4 judges = {calls} calls; server latency {args.latency}s, capacity {args.capacity}; "
+        f"{args.items} items × 4 judges = {calls} calls; server latency {args.latency}s"
+        f"{f' ± {args.latency_spread:.0%}' if args.latency_spread else ''}, capacity {args.capacity}; "
         f"ideal wall time {ideal:.1f}s; server {where}\n"
     )
     rows = []
     with (
-        serve(args.latency, args.capacity) as server,
+        serve(args.latency, args.capacity, args.latency_spread) as server,
         tempfile.TemporaryDirectory() as cache,
     ):
         rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
@@ -330,7 +339,7 @@ def main() -> None:
             rows.append(("ragas.evaluate", ragas_run(server, args.items, args.ragas_python)))
 
     if not args.skip_eval:
-        with serve(args.latency, args.capacity) as server:
+        with serve(args.latency, args.capacity, args.latency_spread) as server:
             first, again = eval_run(server, args.timeout)
         # Its own ideal: the shipped golden set's items × 4 judges.
         ideal_eval = 4 * first["items"] * args.latency / args.capacity

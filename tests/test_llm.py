@@ -180,6 +180,17 @@ def test_concurrency_adapts_to_a_one_at_a_time_server():
     assert llm.limiter.peak_in_flight <= 4 and server.log.peak_in_flight <= 4, server.log.peak_in_flight
 
 
+def test_the_loopback_server_can_spread_its_latency_like_replies_of_varying_length():
+    """The LLM benchmark's ``--latency-spread``: each request takes L × (1 ± up to the spread)."""
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.1, latency_spread=0.5, seed=3) as server:
+        llm = client(server, max_concurrency=1)
+        results = [llm.run(EchoStep("echo"), str(i)) for i in range(12)]
+    latencies = [r.usage.latencies[0] for r in results]
+    # Faster than L is possible only through the spread (a fixed L plus client overhead never is); the
+    # seeded draws include replies under 0.09 s.
+    assert 0.05 <= min(latencies) < 0.09, latencies
+
+
 def test_a_reply_grows_the_limit_only_against_a_baseline_set_before_it():
     """A first reply is its own fastest by definition; counting it as unqueued would let every
     step's first reply (one per judge) grow the limit while requests wait at a one-slot server."""

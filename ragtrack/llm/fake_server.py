@@ -66,6 +66,7 @@ class FakeOpenAIServer:
         reply: Reply = default_reply,
         *,
         latency_s: float = 0.0,
+        latency_spread: float = 0.0,
         capacity: int | None = None,
         reject_json_modes: tuple[str, ...] = (),
         fault_rate: float = 0.0,
@@ -73,6 +74,8 @@ class FakeOpenAIServer:
     ):
         self.reply = reply
         self.latency_s = latency_s
+        # Real replies vary in length: each takes latency_s × (1 ± up to latency_spread), uniformly, mean latency_s.
+        self.latency_spread = latency_spread
         self.reject_json_modes = reject_json_modes  # e.g. ("json_schema",): answer those with HTTP 500
         self.faults: deque[Fault] = deque()
         self.fault_rate = fault_rate  # random faults, for soak tests and benchmarks
@@ -87,6 +90,12 @@ class FakeOpenAIServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _latency(self) -> float:
+        if not self.latency_spread:
+            return self.latency_s  # no draw: seeded fault sequences stay what they were
+        with self._lock:
+            return self.latency_s * (1 + self.latency_spread * self._random.uniform(-1, 1))
 
     def inject(self, *faults: Fault) -> None:
         self.faults.extend(faults)
@@ -147,7 +156,7 @@ class FakeOpenAIServer:
                     return self._send(500, {"error": {"message": f"response_format {mode} not supported"}})
                 fault = server._next_fault()
                 if server.latency_s:
-                    time.sleep(server.latency_s)
+                    time.sleep(server._latency())
                 if fault is not None:
                     with server._lock:
                         server.log.faults_served += 1
