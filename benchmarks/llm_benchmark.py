@@ -21,7 +21,7 @@ that ideal (1.00 = perfect), its peak requests in flight and its failures:
   with ragas installed (it needs langchain < 1; see ``ragas_client.py``).
 
     python benchmarks/llm_benchmark.py [--items 40] [--latency 0.25] [--latency-spread 0.3] [--capacity 2]
-                                       [--ragas-python PY]
+                                       [--min-concurrency 16] [--ragas-python PY]
                                        [--server-in-process]
 
 Printed as ratios side by side: the machine is shared and noisy, absolute
@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from ragtrack import llm as llm_layer
@@ -131,13 +132,16 @@ def items(n: int) -> list[JudgeInput]:
     ]
 
 
-def ragtrack_run(server: Server | ServerProcess, inputs: list[JudgeInput], cache: Path, timeout: float) -> dict:
+def ragtrack_run(
+    server: Server | ServerProcess, inputs: list[JudgeInput], cache: Path, timeout: float, floor: int = 1
+) -> dict:
     backend = OpenAIBackend(
         "bench",
         base_url=server.base_url,
         api_key="sk-bench",
         timeout_s=timeout,
         max_concurrency=16,
+        min_concurrency=floor,
         memory=EndpointMemory(None),
     )
     llm = LLM(backend, cache_dir=cache, retry=RetryPolicy(max_attempts=5, base_delay_s=0.2))
@@ -157,7 +161,7 @@ def ragtrack_run(server: Server | ServerProcess, inputs: list[JudgeInput], cache
     }
 
 
-def eval_run(server: Server | ServerProcess, timeout: float) -> list[dict]:
+def eval_run(server: Server | ServerProcess, timeout: float, floor: int = 1) -> list[dict]:
     """``ragtrack eval --version v1 --judge <the server>`` on the shipped golden set, end to end, twice.
 
     The index is built first by an offline eval (not timed). Each timed eval answers every
@@ -175,7 +179,8 @@ def eval_run(server: Server | ServerProcess, timeout: float) -> list[dict]:
         shutil.copytree(repo / "pipelines", root / "pipelines")
         shutil.copytree(repo / "golden", root / "golden")
         (root / "ragtrack.toml").write_text(
-            f'[eval]\ntimeout_s = {timeout}\n\n[profiles.bench]\nbase_url = "{server.base_url}"\nmodel = "bench"\n'
+            f"[eval]\ntimeout_s = {timeout}\nmin_concurrency = {floor}\n\n"
+            f'[profiles.bench]\nbase_url = "{server.base_url}"\nmodel = "bench"\n'
         )
         evaluate("v1", root=root)  # builds and caches the index
         runs = []
@@ -307,6 +312,9 @@ def main() -> None:
         help="each request takes latency × (1 ± up to this), uniformly: replies of varying length (mean unchanged)",
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="client timeout per request, seconds")
+    parser.add_argument(
+        "--min-concurrency", type=int, default=1, help="ragtrack's floor under its adaptive limit (16: a fixed pool)"
+    )
     parser.add_argument("--skip-mlflow", action="store_true")
     parser.add_argument("--skip-eval", action="store_true", help="skip the end-to-end `ragtrack eval` row")
     parser.add_argument("--ragas-python", help="a Python with ragas installed, to include RAGAS")
@@ -330,8 +338,9 @@ def main() -> None:
         serve(args.latency, args.capacity, args.latency_spread) as server,
         tempfile.TemporaryDirectory() as cache,
     ):
-        rows.append(("ragtrack (cold cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
-        rows.append(("ragtrack (warm cache)", ragtrack_run(server, inputs, Path(cache), args.timeout)))
+        run = partial(ragtrack_run, server, inputs, Path(cache), args.timeout, args.min_concurrency)
+        rows.append(("ragtrack (cold cache)", run()))
+        rows.append(("ragtrack (warm cache)", run()))
         rows.append(("fixed pool, 16 workers", fixed_pool_run(server, inputs, args.timeout)))
         if not args.skip_mlflow:
             rows.append(("mlflow.genai.evaluate", mlflow_genai_run(server, inputs)))
@@ -340,7 +349,7 @@ def main() -> None:
 
     if not args.skip_eval:
         with serve(args.latency, args.capacity, args.latency_spread) as server:
-            first, again = eval_run(server, args.timeout)
+            first, again = eval_run(server, args.timeout, args.min_concurrency)
         # Its own ideal: the shipped golden set's items × 4 judges.
         ideal_eval = 4 * first["items"] * args.latency / args.capacity
         rows.append((f"ragtrack eval v1 ({first['items']} items)", {**first, "ideal": ideal_eval}))

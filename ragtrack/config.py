@@ -54,6 +54,9 @@ class EvalSection(_Strict):
     # Enough for a score and a one- or two-sentence reason; part of an LLM judge's identity.
     judge_max_tokens: int = Field(default=160, gt=0)
     max_concurrency: int = Field(default=16, gt=0)
+    # A floor under the adaptive limit, for an endpoint known to serve that many at once; equal to
+    # max_concurrency, a fixed pool (the limit reads widely varying reply times as queueing).
+    min_concurrency: int = Field(default=1, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
 
 
@@ -64,6 +67,7 @@ class Profile(_Strict):
     model: str
     api_key_env: str | None = None
     max_concurrency: int | None = Field(default=None, gt=0)
+    min_concurrency: int | None = Field(default=None, gt=0)
 
 
 class PriceSpec(_Strict):

@@ -170,8 +170,9 @@ def test_plain_prompting_when_no_json_mode_is_accepted():
 
 def test_concurrency_adapts_to_a_one_at_a_time_server():
     """A server that serves one request at a time must not be handed 16 at once."""
-    # 0.3 s, as slow servers are: well above the client's own jitter on a busy machine (at 0.1 s a
-    # first reply slowed by connecting could make a once-queued reply look unqueued).
+    # The server admits queued requests in arrival order, as real ones do. Until it did (a plain
+    # semaphore), a request sent late could take a freed slot ahead of older ones and come back
+    # unqueued, growing the limit: peak 5 in about one run of five, which no real queue causes.
     with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.3, capacity=1) as server:
         llm = client(server, max_concurrency=16)
         results = llm.map(EchoStep("echo"), [str(i) for i in range(24)])
@@ -189,6 +190,36 @@ def test_the_loopback_server_can_spread_its_latency_like_replies_of_varying_leng
     # Faster than L is possible only through the spread (a fixed L plus client overhead never is); the
     # seeded draws include replies under 0.09 s.
     assert 0.05 <= min(latencies) < 0.09, latencies
+
+
+def test_min_concurrency_holds_the_limit_against_latencies_that_vary(tmp_path, monkeypatch):
+    """Reply times spread ±50 % around the mean read as queueing to the adaptive limit (README, LLM
+    layer: it falls to 1-2 in flight). A profile's ``min_concurrency`` is a floor under it, and equal
+    to ``max_concurrency`` a fixed pool, over real HTTP."""
+    import ragtrack.llm
+    from ragtrack.config import Profile
+
+    monkeypatch.setattr(ragtrack.llm, "_limiters", {})
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, latency_spread=0.5, capacity=8, seed=1) as server:
+        profile = Profile(base_url=server.base_url, model="m", max_concurrency=8, min_concurrency=8)
+        llm = make_llm("spread", ProjectConfig(root=tmp_path, profiles={"spread": profile}), use_cache=False)
+        assert llm.limiter.limit == 8
+        results = llm.map(EchoStep("echo"), [str(i) for i in range(48)])
+    assert all(r.ok for r in results)
+    assert llm.limiter.limit == 8 and server.log.peak_in_flight == 8
+
+
+def test_the_limit_never_falls_below_its_floor():
+    limiter = AdaptiveLimiter(16, initial=4, minimum=6)
+    assert limiter.limit == 6  # a floor above the first contact starts there
+    for _ in range(3):
+        limiter.on_overload()
+    assert limiter.limit == 6
+    limiter.on_success(1.0, "a")
+    for _ in range(5):
+        limiter.on_success(5.0, "a")  # far slower than the fastest: queueing, as the limit reads it
+    assert limiter.limit == 6
+    assert AdaptiveLimiter(4, minimum=9).limit == 4  # a floor above the ceiling is the ceiling
 
 
 def test_a_reply_grows_the_limit_only_against_a_baseline_set_before_it():

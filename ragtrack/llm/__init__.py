@@ -56,6 +56,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             api_key=os.environ.get("OPENAI_API_KEY"),
             timeout_s=timeout,
             max_concurrency=config.eval.max_concurrency,
+            min_concurrency=config.eval.min_concurrency,
             memory=memory,
         )
     if name in config.profiles:
@@ -66,6 +67,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             api_key=os.environ.get(p.api_key_env) if p.api_key_env else None,
             timeout_s=timeout,
             max_concurrency=p.max_concurrency or config.eval.max_concurrency,
+            min_concurrency=p.min_concurrency or config.eval.min_concurrency,
             memory=memory,
         )
     known = ", ".join(["offline", "openai:<model>", "local:<path|smollm2>", *config.profiles])
@@ -87,7 +89,9 @@ def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLi
     at the limit the endpoint's last run ended at, and remembers where it goes."""
     with _limiters_lock:
         if backend.identity not in _limiters:
-            _limiters[backend.identity] = memory.limiter(backend.identity, backend.max_concurrency)
+            _limiters[backend.identity] = memory.limiter(
+                backend.identity, backend.max_concurrency, minimum=backend.min_concurrency
+            )
         return _limiters[backend.identity]
 
 

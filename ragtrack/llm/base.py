@@ -82,6 +82,8 @@ class ChatBackend(Protocol):
     identity: str
     #: The most requests this backend may have in flight (the adaptive limit stays below it).
     max_concurrency: int
+    #: The fewest the adaptive limit may fall to (``max_concurrency`` too: a fixed pool).
+    min_concurrency: int
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion: ...
 

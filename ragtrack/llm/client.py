@@ -129,7 +129,9 @@ class LLM:
         self.retry = retry or RetryPolicy()
         self.price = (prices or {}).get(self.model_name, Price())
         self.accounting = Accounting()
-        self.limiter = limiter or AdaptiveLimiter(backend.max_concurrency if backend else 1)
+        self.limiter = limiter or (
+            AdaptiveLimiter(backend.max_concurrency, minimum=backend.min_concurrency) if backend else AdaptiveLimiter(1)
+        )
         self.circuit = Circuit(self.retry.max_consecutive_failures, "LLM steps", self.identity)
 
     @property

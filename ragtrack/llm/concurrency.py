@@ -22,6 +22,11 @@ control, applied to an LLM endpoint.
 
 Given ``on_change``, it reports each new whole limit, so the next run can start
 where this one ended (:mod:`ragtrack.llm.memory`) instead of climbing again.
+
+Known weakness: the fastest reply stands for "unqueued", so a step whose reply
+times vary by more than ``queue_factor`` between its fastest and its mean reads
+as queueing, and the limit falls to 1-2 (README, LLM layer). ``minimum`` is the
+user's way around it: a floor the endpoint is known to serve.
 """
 
 from __future__ import annotations
@@ -44,12 +49,15 @@ class AdaptiveLimiter:
         grow_below: float = 1.4,
         *,
         congested: bool = False,
+        minimum: int = 1,
         on_change: Callable[[int, bool], None] | None = None,
     ):
         """``initial`` and ``congested`` resume a limit learned earlier (``congested``: no slow start);
-        ``on_change(limit, congested)`` hears of every change of the whole limit."""
+        ``minimum`` is a floor the user knows the endpoint serves (``minimum == maximum``: a fixed
+        pool); ``on_change(limit, congested)`` hears of every change of the whole limit."""
         self.maximum = max(1, maximum)
-        self.limit = float(min(self.maximum, max(1, initial)))
+        self.minimum = min(self.maximum, max(1, minimum))
+        self.limit = float(min(self.maximum, max(self.minimum, initial)))
         self.queue_factor = queue_factor
         self.grow_below = grow_below
         self._recent: dict[str, float] = {}  # per step: exponentially smoothed latency
@@ -126,4 +134,4 @@ class AdaptiveLimiter:
 
     def _decrease(self) -> None:
         self.slow_start = False
-        self.limit = max(1.0, self.limit / 2)
+        self.limit = max(float(self.minimum), self.limit / 2)

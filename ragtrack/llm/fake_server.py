@@ -60,6 +60,32 @@ class ServerLog:
     faults_served: int = 0
 
 
+class FifoSlots:
+    """At most ``n`` holders at once, admitted in arrival order, as a real server's request queue
+    does. (A ``threading.Semaphore`` lets a newcomer take a freed slot ahead of older waiters: at a
+    one-slot server a request sent late then came back unqueued, which no real queue does.)"""
+
+    def __init__(self, n: int):
+        self._free = n
+        self._line: deque[object] = deque()
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        ticket = object()
+        with self._cond:
+            self._line.append(ticket)
+            while self._line[0] is not ticket or not self._free:
+                self._cond.wait()
+            self._line.popleft()
+            self._free -= 1
+            self._cond.notify_all()  # the next in line may find a free slot too
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+
 class FakeOpenAIServer:
     def __init__(
         self,
@@ -82,7 +108,7 @@ class FakeOpenAIServer:
         self._random = random.Random(seed)
         self.log = ServerLog()
         self._lock = threading.Lock()
-        self._serve = threading.Semaphore(capacity) if capacity else None
+        self._serve = FifoSlots(capacity) if capacity else None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)

@@ -80,6 +80,7 @@ class LocalBackend:
     """Greedy / sampled generation with a transformers causal LM; one request at a time."""
 
     max_concurrency = 1
+    min_concurrency = 1
 
     def __init__(self, name: str, cache_dir: Path | None = None):
         import torch

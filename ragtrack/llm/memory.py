@@ -72,13 +72,16 @@ class EndpointMemory:
     def set_concurrency(self, endpoint: str, limit: int, congested: bool) -> None:
         self._update(endpoint, {"concurrency": limit, "congested": congested})
 
-    def limiter(self, endpoint: str, maximum: int, first_contact: int = INITIAL_LIMIT) -> AdaptiveLimiter:
-        """An adaptive limit for ``endpoint`` that starts where its last run ended (a new endpoint: at
-        ``first_contact``) and remembers where it goes."""
+    def limiter(
+        self, endpoint: str, maximum: int, first_contact: int = INITIAL_LIMIT, minimum: int = 1
+    ) -> AdaptiveLimiter:
+        """An adaptive limit for ``endpoint`` between ``minimum`` and ``maximum`` that starts where its
+        last run ended (a new endpoint: at ``first_contact``) and remembers where it goes."""
         initial, congested = self.concurrency(endpoint) or (first_contact, False)
         return AdaptiveLimiter(
             maximum,
             initial=initial,
+            minimum=minimum,
             congested=congested,
             on_change=lambda limit, congested: self.set_concurrency(endpoint, limit, congested),
         )

@@ -32,6 +32,7 @@ class OpenAIBackend:
         api_key: str | None,
         timeout_s: float = 120.0,
         max_concurrency: int = 16,
+        min_concurrency: int = 1,
         memory: EndpointMemory | None = None,
     ):
         import openai  # imported here: offline runs never need it
@@ -46,6 +47,7 @@ class OpenAIBackend:
         self.base_url = without_credentials(str(self.client.base_url).rstrip("/"))
         self.identity = f"openai:{model}@{self.base_url}"
         self.max_concurrency = max_concurrency
+        self.min_concurrency = min(min_concurrency, max_concurrency)
         self.memory = memory or EndpointMemory(None)
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
