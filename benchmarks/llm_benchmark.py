@@ -2,8 +2,9 @@
 
 The server (127.0.0.1, ragtrack's fake OpenAI-compatible server) answers every
 request after a latency L (fixed, or spread uniformly around L with
-``--latency-spread``, as replies of varying length are) and serves at most C requests at once, queueing
-the rest — like a local llama.cpp / vLLM deployment. It runs in its own process,
+``--latency-spread``, as replies of varying length are) and serves at most C
+requests at once, queueing the rest in arrival order — like a local llama.cpp /
+vLLM deployment. It runs in its own process,
 as a real endpoint does (``--server-in-process`` puts it in the clients' process,
 where its request handling competes with them for the GIL). The best any client can do
 is N·calls·L / C seconds; the script prints each client's wall time divided by

@@ -47,7 +47,7 @@ class OpenAIBackend:
         self.base_url = without_credentials(str(self.client.base_url).rstrip("/"))
         self.identity = f"openai:{model}@{self.base_url}"
         self.max_concurrency = max_concurrency
-        self.min_concurrency = min(min_concurrency, max_concurrency)
+        self.min_concurrency = min_concurrency  # the limiter bounds it by max_concurrency
         self.memory = memory or EndpointMemory(None)
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
