@@ -192,6 +192,18 @@ def test_the_loopback_server_can_spread_its_latency_like_replies_of_varying_leng
     assert 0.05 <= min(latencies) < 0.09, latencies
 
 
+def test_replies_of_varying_length_are_not_mistaken_for_a_queue():
+    """Over real HTTP, reply times spread ±50 % around the mean at an 8-slot server. Against its
+    fastest reply the mean looks queued, and until the limiter compared latencies across levels
+    in flight it fell to 1-2 here (README, LLM layer). Replies sent with fewer requests in flight
+    come back no faster: no queue, so the limit stays at the server's capacity."""
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, latency_spread=0.5, capacity=8, seed=1) as server:
+        llm = client(server, max_concurrency=8)
+        results = llm.map(EchoStep("echo"), [str(i) for i in range(48)])
+    assert all(r.ok for r in results)
+    assert llm.limiter.limit >= 6 and server.log.peak_in_flight == 8, (llm.limiter.limit, server.log.peak_in_flight)
+
+
 def test_min_concurrency_holds_the_limit_against_latencies_that_vary(tmp_path, monkeypatch):
     """Reply times spread ±50 % around the mean read as queueing to the adaptive limit (README, LLM
     layer: it falls to 1-2 in flight). A profile's ``min_concurrency`` is a floor under it, and equal
@@ -242,6 +254,23 @@ def test_a_reply_grows_the_limit_only_against_a_baseline_set_before_it():
     assert limiter.limit == 6  # near the others' fastest now, but its smoothed latency is still high
     limiter.on_success(2.2, "groundedness")
     assert limiter.limit == 7  # smoothed latency down: its own fastest (2.2) is its baseline now
+
+
+def test_a_queue_halves_the_limit_once_per_round_trip():
+    """Eight requests sent at once to a one-slot server come back 1, 2, ... 8 s late. The queue
+    shows in every reply after the second, but they all answer the same round: one halving, as
+    TCP's fast recovery; a reply sent after it that still waited halves again."""
+    limiter = AdaptiveLimiter(16, initial=8)
+    tickets = [limiter.try_acquire() for _ in range(8)]
+    assert [t.level for t in tickets] == list(range(1, 9)) and limiter.try_acquire() is None
+    for t in tickets:
+        limiter.release()
+        limiter.on_success(float(t.level), "echo", t)
+    assert limiter.limit == 4  # the same round without the rule: 8 -> 4 -> 2 -> 1
+    later = limiter.try_acquire()
+    limiter.release()
+    limiter.on_success(4.0, "echo", later)
+    assert limiter.limit == 2
 
 
 def test_concurrency_grows_on_a_server_that_keeps_up():

@@ -96,7 +96,7 @@ def call_with_retries(
         if attempt:
             usage.retries += 1
         try:
-            with limiter.slot():
+            with limiter.slot() as sent:
                 started = time.monotonic()
                 value = call()
                 latency = time.monotonic() - started
@@ -107,7 +107,7 @@ def call_with_retries(
             if attempt + 1 < retry.max_attempts:
                 retry.sleep(retry.delay(attempt, e.retry_after))
             continue
-        limiter.on_success(latency, step)
+        limiter.on_success(latency, step, sent)
         return value, latency
     raise TransientError(f"gave up after {retry.max_attempts} attempts: {last}")
 
