@@ -57,6 +57,7 @@ def limiter_at(revision: str) -> type:
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("concurrency_then", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     then = module.AdaptiveLimiter
     if hasattr(then, "try_acquire"):
