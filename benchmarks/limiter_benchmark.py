@@ -30,6 +30,8 @@ from ragtrack.llm.queue_simulation import Scenario, simulate
 SCENARIOS = {
     "one slot, fixed L": Scenario(capacity=1, latency_s=0.6, calls=24),
     "one slot, spread 0.5": Scenario(capacity=1, latency_s=0.6, calls=24, spread=0.5),
+    "one slot, resumed at 8": Scenario(capacity=1, latency_s=0.6, calls=30, resume_at=8),
+    "4 slots, resumed at 16": Scenario(capacity=4, resume_at=16),
     "2 slots, fixed": Scenario(capacity=2),
     "4 slots, fixed": Scenario(capacity=4),
     "4 slots, spread 0.5": Scenario(capacity=4, spread=0.5),
@@ -38,6 +40,7 @@ SCENARIOS = {
     "16 slots, spread 0.4": Scenario(capacity=16, spread=0.4),
     "16 slots, spread 0.5": Scenario(capacity=16, spread=0.5),
     "16 slots, spread 0.5, 800 calls": Scenario(capacity=16, spread=0.5, calls=800),
+    "16 slots, spread 0.5, resumed at 16": Scenario(capacity=16, spread=0.5, resume_at=16),
     "16 slots, log-normal 0.6, 800": Scenario(capacity=16, lognormal_sigma=0.6, calls=800),
     "16 slots, log-normal 1.0, 800": Scenario(capacity=16, lognormal_sigma=1.0, calls=800),
     "16 slots, steps ×0.5-2, spread 0.5": Scenario(capacity=16, spread=0.5, calls=800, step_scale=(1, 0.5, 2, 1)),

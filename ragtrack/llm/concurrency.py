@@ -20,20 +20,29 @@ halves (multiplicative decrease); it also halves on an overload signal (429,
 503, timeout). This is TCP's congestion control, applied to an LLM endpoint.
 
 A slow streak is not yet proof of a queue: reply times vary with reply length,
-and a step's mean can sit twice above its fastest with nothing waiting. What
-queueing does and variance does not is grow with our own requests in flight. So
-every reply is filed under its *level* — how many of our requests were in
-flight when it was sent — and before halving, the limiter compares, step by
-step, the median latency of replies sent near the current level with that of
-the step's replies sent at half of it or lower. Only when these ratios (their
-median over the steps) reach ``LEVEL_FACTOR`` is it a queue; otherwise the lower
-levels' median becomes the step's *typical* unqueued latency, which later alarms
-and growth are measured against instead of the fastest. With no replies at half
-the level yet (first contact) it halves as before: a one-slot server's first
-burst must be met at once. A queue halves the limit once per round trip:
-replies sent before a decrease still show the queue it answered (TCP's fast
-recovery). ``benchmarks/limiter_benchmark.py`` shows the design against its
-predecessor over many simulated endpoints.
+and a step's mean can sit twice above its fastest with nothing waiting. What a
+queue does and variance does not is grow with our own requests in flight. So
+every reply is filed under its *level*, how many of ours were in flight once it
+was sent, and a slow streak is judged by comparing levels, step by step: replies
+sent near the current level ``LEVEL_FACTOR`` times slower than those sent at half
+of it or lower are a queue, and the limit halves; not that much slower, the
+replies vary by nature, and the step's *typical* unqueued latency (its median)
+replaces the fastest as the yardstick for later alarms and growth. With no
+replies that low, replies at twice the level or more that are not that much
+slower prove there is no queue either.
+
+Where no comparison exists yet (first contact, a resumed limit) a queue is
+presumed, and the limit halves: a one-slot server's first burst must be met at
+once. Until a comparison settles it, any streak short of clearly unqueued halves
+again, and if it then shows variance, the presumed decreases are undone (as
+TCP's Eifel undoes a spurious timeout's). Two details keep the comparison
+honest. Requests sent at once (a *burst*) reach the server in any order, since
+threads race from slot to socket, so a burst's requests share its top level; a
+burst sent from idle is not filed at all, because its replies waited anything
+from nothing to the whole burst. And a queue halves the limit once per round
+trip: replies sent before a decrease show the queue it already answered (TCP's
+fast recovery). ``benchmarks/limiter_benchmark.py`` replays many endpoints,
+this design beside an earlier commit's.
 
 Given ``on_change``, it reports each new whole limit, so the next run can start
 where this one ended (:mod:`ragtrack.llm.memory`) instead of climbing again.
@@ -47,16 +56,19 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice, takewhile
 from statistics import median
 
 # First contact: TCP's initial window went up to four segments (RFC 3390) for the same reason — enough
 # to skip a round trip of climbing, few enough that a one-slot server only queues three.
 INITIAL_LIMIT = 4
 # Replies sent near the current level this much slower (median) than those sent at half of it or lower:
-# a queue. Doubling the requests in flight at a saturated server doubles the wait; variance does not move it.
+# a queue. Doubling the requests in flight at a saturated server doubles the wait; variance leaves it.
 LEVEL_FACTOR = 1.5
 REFERENCE_REPLIES = 3  # the lowest levels' replies taken until there are this many: one reply is noise
 LEVEL_WINDOW = 16  # the latest replies kept per step and level: the endpoint's present, not its history
+HISTORY = 4096  # sends remembered to find each reply's level: far more than can be in flight at once
+HORIZON = 512  # levels are compared over the replies to the latest this many sends: the endpoint as it is now
 
 
 @dataclass(frozen=True)
@@ -93,10 +105,13 @@ class AdaptiveLimiter:
         self.peak_in_flight = 0
         self._best_latency: dict[str, float] = {}  # per step: replies of one step have similar lengths
         self._unqueued: set[str] = set()  # steps whose fastest was seen unqueued: a baseline of their own
-        self._by_level: dict[str, dict[int, deque[float]]] = {}  # per step and level: latest latencies
+        self._by_level: dict[str, dict[int, deque[tuple[int, float]]]] = {}  # per step, level: (sent, latency)
         self._typical: dict[str, float] = {}  # per step: unqueued latency, once variance was told from a queue
         self._sent = 0  # requests sent so far
+        self._releases = 0  # replies and failures so far: sends between two of them form one burst
+        self._sends: deque[tuple[int, int]] = deque(maxlen=HISTORY)  # per send: (in flight after it, burst)
         self._decreased_after = 0  # requests sent before the last decrease for queueing
+        self._undo_to: float | None = None  # the limit before decreases made without evidence
         self.slow_start = not congested  # until the first sign of congestion
         self._on_change = on_change
         self._reported = (int(self.limit), congested)
@@ -111,11 +126,13 @@ class AdaptiveLimiter:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._sent += 1
+            self._sends.append((self.in_flight, self._releases))
             return Sent(self.in_flight, self._sent)
 
     def release(self) -> None:
         with self._cond:
             self.in_flight -= 1
+            self._releases += 1
             self._cond.notify_all()
 
     @contextmanager
@@ -130,13 +147,14 @@ class AdaptiveLimiter:
         finally:
             self.release()
 
-    def on_success(self, latency_s: float, step: str = "", sent: Sent | None = None) -> None:
-        """Learn from one reply of ``step`` that took ``latency_s``; without ``sent`` (the ticket
-        of :meth:`slot`) it counts as sent alone, after every other."""
+    def on_success(self, latency_s: float, step: str, sent: Sent) -> None:
+        """Learn from one reply of ``step`` that took ``latency_s``; ``sent`` is its :meth:`slot` ticket."""
         with self._cond:
-            level = sent.level if sent else 1
-            levels = self._by_level.setdefault(step, {})
-            levels.setdefault(level, deque(maxlen=LEVEL_WINDOW)).append(latency_s)
+            level = self._level(sent)
+            if level is not None:
+                self._by_level.setdefault(step, {}).setdefault(level, deque(maxlen=LEVEL_WINDOW)).append(
+                    (sent.number, latency_s)
+                )
             baseline = self._baseline(step)
             if baseline is None or latency_s <= self.grow_below * baseline:
                 self._unqueued.add(step)
@@ -145,17 +163,10 @@ class AdaptiveLimiter:
             self._best_latency[step], self._recent[step] = best, recent
             typical = self._typical.get(step)
             yardstick = typical or best
-            if recent >= self.queue_factor * yardstick:
-                unqueued = self._typical_unless_queued(step, level)
-                if unqueued is None:
-                    # Once per round trip, as TCP's fast recovery: replies sent before the last
-                    # decrease show the queue that decrease already answered.
-                    if sent is None or sent.number > self._decreased_after:
-                        self._decrease()
-                        self._decreased_after = self._sent
-                    self._recent[step] = yardstick * self.grow_below  # give the smaller limit a fresh start
-                else:
-                    self._typical[step] = unqueued
+            # While decreases made without evidence stand, anything short of clearly unqueued asks again.
+            alarm = self.queue_factor if self._undo_to is None else self.grow_below
+            if recent >= alarm * yardstick:
+                self._slow_streak(step, level, sent, yardstick)
             elif typical is not None:
                 if recent <= self.grow_below * typical:
                     self._grow()
@@ -164,33 +175,97 @@ class AdaptiveLimiter:
             self._cond.notify_all()
         self._report()
 
+    def _slow_streak(self, step: str, level: int | None, sent: Sent, yardstick: float) -> None:
+        """A queue, or replies that vary? :meth:`_judge` decides; this acts on it."""
+        queued, proven, typical = self._judge(step, level)
+        if not queued:
+            self._typical[step] = typical
+            if proven and self._undo_to is not None:  # the decreases presumed were wrong: undo them
+                self.limit, self._undo_to = max(self.limit, self._undo_to), None
+            return
+        # Once per round trip, as TCP's fast recovery: replies sent before the last decrease show
+        # the queue that decrease already answered.
+        if sent.number > self._decreased_after:
+            if proven:
+                self._undo_to = None
+            elif self._undo_to is None:
+                self._undo_to = self.limit
+            self._decrease()
+            self._decreased_after = self._sent
+        self._recent[step] = yardstick * self.grow_below  # give the smaller limit a fresh start
+
+    def _level(self, sent: Sent) -> int | None:
+        """The level a reply is filed under: our requests in flight once its *burst* — the sends
+        with no reply between them — was out. Threads race from slot to socket, so the server
+        sees a burst's requests in any order (the first ticket of a first contact was seen served
+        last); replies pace the sends after it, and their order holds. None for a burst sent from
+        idle (first contact, a resumed limit): its replies waited anything from nothing to the
+        whole burst, which says little about the level it reached."""
+        index = len(self._sends) - (self._sent - sent.number) - 1
+        if not 0 <= index < len(self._sends):  # older than the history: its level at sending is what is known
+            return sent.level
+        burst = self._sends[index][1]
+        while index > 0 and self._sends[index - 1][1] == burst:
+            index -= 1
+        sends = list(takewhile(lambda s: s[1] == burst, islice(self._sends, index, None)))
+        if len(sends) > 1 and sends[0][0] == 1:
+            return None
+        return sends[-1][0]
+
     def _grow(self) -> None:
         # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
         self.limit = min(self.maximum, self.limit + (1.0 if self.slow_start else 1.0 / self.limit))
 
-    def _typical_unless_queued(self, step: str, level: int) -> float | None:
-        """None if the replies say queue, else ``step``'s typical unqueued latency.
+    def _judge(self, step: str, level: int | None) -> tuple[bool, bool, float]:
+        """(queued, proven, ``step``'s typical unqueued latency if not queued) for a slow streak.
 
-        Only comparisons within a step count: steps differ in reply length, and at first contact
-        each step's replies come from different levels. Per step: the median latency of replies
-        sent near ``level`` (above half of it) over that of its replies at the lowest levels, at
-        most half of it. The median of these ratios over the steps that have both is the
-        verdict: a queue at :data:`LEVEL_FACTOR` or more, or when no step has both yet."""
-        ratios, typical = [], None
-        for name, by_level in self._by_level.items():
+        A queue makes replies slower the more of ours are in flight; variance does not. So the
+        replies sent near ``level`` (above half of it) are compared with those sent at half of it
+        or lower: :data:`LEVEL_FACTOR` times slower is a queue, less is variance. With no replies
+        that low, with those sent at twice the level or more: not that much slower there either,
+        and there is no queue even at twice this level. Without either (first contact), a queue
+        is presumed. Alone in flight, a reply had none of ours to wait behind: whatever it took
+        is unqueued, though that proves nothing about higher levels."""
+        if level is None:
+            return True, False, self._best_latency[step]
+        own = self._replies(step)
+        # Not queued at this level: every reply of the step sent at it or lower came back unqueued.
+        typical = median(x for k, xs in own.items() if k <= level for x in xs)
+        if level <= 1:
+            return False, False, typical
+        near = range(level // 2 + 1, level + 1)
+        below = self._slowdown(lambda k: k <= level / 2, lambda k: k in near)
+        if below is not None:
+            return below >= LEVEL_FACTOR, True, typical
+        above = self._slowdown(lambda k: k in near, lambda k: k >= 2 * level)
+        if above is not None and above < LEVEL_FACTOR:
+            return False, True, typical
+        return True, False, typical
+
+    def _replies(self, step: str) -> dict[int, list[float]]:
+        """``step``'s latencies by level, of requests sent within the last :data:`HORIZON` sends:
+        comparisons are about the endpoint as it is now, not as it was before it got busier."""
+        since = self._sent - HORIZON
+        by_level = {k: [x for n, x in replies if n > since] for k, replies in self._by_level.get(step, {}).items()}
+        return {k: xs for k, xs in by_level.items() if xs}
+
+    def _slowdown(self, low: Callable[[int], bool], high: Callable[[int], bool]) -> float | None:
+        """How much slower replies at ``high`` levels come back than at ``low`` ones: per step (steps
+        differ in reply length), the ratio of their medians, and its median over the steps that have
+        both. The lowest ``low`` levels count first, until there are :data:`REFERENCE_REPLIES` of
+        them. None with fewer than that many in all: one reply is noise."""
+        ratios, counted = [], 0
+        for by_level in map(self._replies, self._by_level):
             reference: list[float] = []
-            for k in sorted(k for k in by_level if k <= level / 2):
+            for k in sorted(k for k in by_level if low(k)):
                 if len(reference) >= REFERENCE_REPLIES:
                     break
                 reference.extend(by_level[k])
-            near = [x for k, xs in by_level.items() if level / 2 < k <= level for x in xs]
-            if reference and near:
-                ratios.append(median(near) / median(reference))
-            if name == step and reference:
-                typical = median(reference)
-        if not ratios or median(ratios) >= LEVEL_FACTOR:
-            return None
-        return typical or self._best_latency[step]  # a step with no low replies of its own keeps its fastest
+            compared = [x for k, xs in by_level.items() if high(k) for x in xs]
+            if reference and compared:
+                ratios.append(median(compared) / median(reference))
+                counted += len(reference)
+        return median(ratios) if counted >= REFERENCE_REPLIES else None
 
     def _baseline(self, step: str) -> float | None:
         """The latency an unqueued reply of ``step`` should beat, from replies before this one: the

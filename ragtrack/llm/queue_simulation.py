@@ -39,6 +39,7 @@ class Scenario:
     step_scale: tuple[float, ...] = ()  # per step, a multiple of L (replies of different lengths); default all 1
     maximum: int = 16
     busier_at: tuple[float, int] | None = None  # (time, capacity): other tenants take slots from then on
+    resume_at: int | None = None  # start at this limit, learned by an earlier run (no slow start)
 
     def scale(self, step: str) -> float:
         return self.step_scale[self.steps.index(step)] if self.step_scale else 1.0
@@ -69,10 +70,11 @@ class Outcome:
         return self.wall_s / self.ideal_s
 
 
-def simulate(scenario: Scenario, seed: int = 0, limiter: Callable[[int], AdaptiveLimiter] = AdaptiveLimiter) -> Outcome:
-    """Run ``scenario`` to its last reply with a fresh limiter (``limiter(maximum)``); seeded."""
+def simulate(scenario: Scenario, seed: int = 0, limiter: Callable[..., AdaptiveLimiter] = AdaptiveLimiter) -> Outcome:
+    """Run ``scenario`` to its last reply with a fresh limiter (``limiter(maximum, **resumed)``); seeded."""
     rng = random.Random(seed)
-    lim = limiter(scenario.maximum)
+    resumed = {"initial": scenario.resume_at, "congested": True} if scenario.resume_at else {}
+    lim = limiter(scenario.maximum, **resumed)
     pending = deque(scenario.steps[i % len(scenario.steps)] for i in range(scenario.calls))
     queue: deque[tuple[str, float, Sent]] = deque()  # waiting inside the server, in arrival order
     done: list[tuple[float, int, tuple[str, float, Sent]]] = []  # (finish time, tie-break, request)
@@ -96,8 +98,11 @@ def simulate(scenario: Scenario, seed: int = 0, limiter: Callable[[int], Adaptiv
         heapq.heappush(done, (now + service(request[0]), order, request))
 
     def send() -> None:
+        burst = []
         while pending and (ticket := lim.try_acquire()) is not None:
-            request = (pending.popleft(), now, ticket)
+            burst.append((pending.popleft(), now, ticket))
+        rng.shuffle(burst)  # requests sent at once reach the server in any order: threads race to their sockets
+        for request in burst:
             serve(request) if busy < capacity() else queue.append(request)
 
     send()
