@@ -56,7 +56,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice, takewhile
 from statistics import median
 
 # First contact: TCP's initial window went up to four segments (RFC 3390) for the same reason — enough
@@ -67,17 +66,19 @@ INITIAL_LIMIT = 4
 LEVEL_FACTOR = 1.5
 REFERENCE_REPLIES = 3  # the lowest levels' replies taken until there are this many: one reply is noise
 LEVEL_WINDOW = 16  # the latest replies kept per step and level: the endpoint's present, not its history
-HISTORY = 4096  # sends remembered to find each reply's level: far more than can be in flight at once
+HISTORY = 4096  # bursts remembered to find each reply's level: far more than can be in flight at once
 HORIZON = 512  # levels are compared over the replies to the latest this many sends: the endpoint as it is now
 
 
 @dataclass(frozen=True)
 class Sent:
     """Where a request stood among ours: ``level``, how many were in flight with it (itself
-    included), and ``number``, its place in sending order."""
+    included), ``number``, its place in sending order, and ``burst``, the sends it went out with
+    (those with no reply or failure between them)."""
 
     level: int
     number: int
+    burst: int = -1  # -1: a ticket made by hand (tests), not by try_acquire
 
 
 class AdaptiveLimiter:
@@ -109,7 +110,7 @@ class AdaptiveLimiter:
         self._typical: dict[str, float] = {}  # per step: unqueued latency, once variance was told from a queue
         self._sent = 0  # requests sent so far
         self._releases = 0  # replies and failures so far: sends between two of them form one burst
-        self._sends: deque[tuple[int, int]] = deque(maxlen=HISTORY)  # per send: (in flight after it, burst)
+        self._bursts: dict[int, tuple[int, int]] = {}  # recent bursts: (in flight after the first send, after the last)
         self._decreased_after = 0  # requests sent before the last decrease for queueing
         self._undo_to: float | None = None  # the limit before decreases made without evidence
         self.slow_start = not congested  # until the first sign of congestion
@@ -126,8 +127,11 @@ class AdaptiveLimiter:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._sent += 1
-            self._sends.append((self.in_flight, self._releases))
-            return Sent(self.in_flight, self._sent)
+            burst = self._releases
+            self._bursts[burst] = (self._bursts.get(burst, (self.in_flight,))[0], self.in_flight)
+            if len(self._bursts) > HISTORY:
+                del self._bursts[next(iter(self._bursts))]  # the oldest: dicts keep insertion order
+            return Sent(self.in_flight, self._sent, burst)
 
     def release(self) -> None:
         with self._cond:
@@ -195,22 +199,15 @@ class AdaptiveLimiter:
         self._recent[step] = yardstick * self.grow_below  # give the smaller limit a fresh start
 
     def _level(self, sent: Sent) -> int | None:
-        """The level a reply is filed under: our requests in flight once its *burst* — the sends
-        with no reply between them — was out. Threads race from slot to socket, so the server
-        sees a burst's requests in any order (the first ticket of a first contact was seen served
-        last); replies pace the sends after it, and their order holds. None for a burst sent from
-        idle (first contact, a resumed limit): its replies waited anything from nothing to the
-        whole burst, which says little about the level it reached."""
-        index = len(self._sends) - (self._sent - sent.number) - 1
-        if not 0 <= index < len(self._sends):  # older than the history: its level at sending is what is known
+        """The level a reply is filed under: our requests in flight once its burst was out. Threads
+        race from slot to socket, so the server sees a burst's requests in any order (the first
+        ticket of a first contact was seen served last); replies pace the sends after it, and their
+        order holds. None for a burst sent from idle (first contact, a resumed limit): its replies
+        waited anything from nothing to the whole burst, which says little about the level it reached."""
+        if sent.burst not in self._bursts:  # a ticket from elsewhere, or older than the history
             return sent.level
-        burst = self._sends[index][1]
-        while index > 0 and self._sends[index - 1][1] == burst:
-            index -= 1
-        sends = list(takewhile(lambda s: s[1] == burst, islice(self._sends, index, None)))
-        if len(sends) > 1 and sends[0][0] == 1:
-            return None
-        return sends[-1][0]
+        first, last = self._bursts[sent.burst]
+        return None if first == 1 and last > 1 else last
 
     def _grow(self) -> None:
         # Slow start: +1 per success (×2 per round trip); then +1 per ``limit`` successes (+1 per round trip).
