@@ -55,7 +55,8 @@ class EvalSection(_Strict):
     judge_max_tokens: int = Field(default=160, gt=0)
     max_concurrency: int = Field(default=16, gt=0)
     # A floor under the adaptive limit, for an endpoint known to serve that many at once; equal to
-    # max_concurrency, a fixed pool (the limit reads widely varying reply times as queueing).
+    # max_concurrency, a fixed pool (until replies at two levels in flight tell variance from a
+    # queue, the limit halves on a slow streak: README, LLM layer).
     min_concurrency: int = Field(default=1, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
 

@@ -103,7 +103,10 @@ def simulate(scenario: Scenario, seed: int = 0, limiter: Callable[..., AdaptiveL
             burst.append((pending.popleft(), now, ticket))
         rng.shuffle(burst)  # requests sent at once reach the server in any order: threads race to their sockets
         for request in burst:
-            serve(request) if busy < capacity() else queue.append(request)
+            if busy < capacity():
+                serve(request)
+            else:
+                queue.append(request)
 
     send()
     while done:
