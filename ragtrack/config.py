@@ -12,7 +12,16 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.files import read_text
@@ -96,6 +105,18 @@ class ProjectConfig(_Strict):
         for name in gates:
             lookup(name)
         return gates
+
+    @model_validator(mode="after")
+    def _floors_under_ceilings(self) -> ProjectConfig:
+        """A concurrency floor above its ceiling is a slip, not a wish: name it rather than clamp it."""
+        bounds = [("eval", self.eval.min_concurrency, self.eval.max_concurrency)]
+        for name, p in self.profiles.items():
+            floor = p.min_concurrency or self.eval.min_concurrency  # a profile's own, else [eval]'s
+            bounds.append((f"profiles.{name}", floor, p.max_concurrency or self.eval.max_concurrency))
+        for where, floor, ceiling in bounds:
+            if floor > ceiling:
+                raise ValueError(f"{where}: min_concurrency ({floor}) is above max_concurrency ({ceiling})")
+        return self
 
     @property
     def price_table(self) -> dict[str, Price]:

@@ -62,6 +62,27 @@ def test_config_values_are_checked_when_loaded(project):
     assert not (project / "mlruns").exists(), "nothing ran before the config was checked"
 
 
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        (
+            "[eval]\nmax_concurrency = 4\nmin_concurrency = 8\n",
+            "eval: min_concurrency (8) is above max_concurrency (4)",
+        ),
+        (
+            '[eval]\nmin_concurrency = 8\n[profiles.local]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+            "max_concurrency = 2\n",
+            "profiles.local: min_concurrency (8) is above max_concurrency (2)",
+        ),
+    ],
+    ids=["eval", "profile under eval's floor"],
+)
+def test_a_concurrency_floor_above_its_ceiling_is_named_not_clamped(project, toml, said):
+    (project / "ragtrack.toml").write_text(toml)
+    result = cli("--root", str(project), "eval", "--version", "v1", "--limit", "1")
+    assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output, result.output
+
+
 # ---------------------------------------------------------------- stores that are not there
 
 

@@ -205,9 +205,9 @@ def test_replies_of_varying_length_are_not_mistaken_for_a_queue():
 
 
 def test_min_concurrency_holds_the_limit_against_latencies_that_vary(tmp_path, monkeypatch):
-    """Reply times spread ±50 % around the mean read as queueing to the adaptive limit (README, LLM
-    layer: it falls to 1-2 in flight). A profile's ``min_concurrency`` is a floor under it, and equal
-    to ``max_concurrency`` a fixed pool, over real HTTP."""
+    """A profile's ``min_concurrency`` is a floor under the adaptive limit, and equal to
+    ``max_concurrency`` a fixed pool, over real HTTP: the limit never moves, even while replies
+    spread ±50 % around the mean (which, before levels were compared, made it fall to 1-2)."""
     import ragtrack.llm
     from ragtrack.config import Profile
 
