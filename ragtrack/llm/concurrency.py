@@ -225,16 +225,16 @@ class AdaptiveLimiter:
         is unqueued, though that proves nothing about higher levels."""
         if level is None:
             return True, False, self._best_latency[step]
-        own = self._replies(step)
+        replies = [self._replies(s) for s in self._by_level]  # filtered once, read by both comparisons
         # Not queued at this level: every reply of the step sent at it or lower came back unqueued.
-        typical = median(x for k, xs in own.items() if k <= level for x in xs)
+        typical = median(x for k, xs in self._replies(step).items() if k <= level for x in xs)
         if level <= 1:
             return False, False, typical
         near = range(level // 2 + 1, level + 1)
-        below = self._slowdown(lambda k: k <= level / 2, lambda k: k in near)
+        below = self._slowdown(replies, lambda k: k <= level / 2, lambda k: k in near)
         if below is not None:
             return below >= LEVEL_FACTOR, True, typical
-        above = self._slowdown(lambda k: k in near, lambda k: k >= 2 * level)
+        above = self._slowdown(replies, lambda k: k in near, lambda k: k >= 2 * level)
         if above is not None and above < LEVEL_FACTOR:
             return False, True, typical
         return True, False, typical
@@ -246,13 +246,16 @@ class AdaptiveLimiter:
         by_level = {k: [x for n, x in replies if n > since] for k, replies in self._by_level.get(step, {}).items()}
         return {k: xs for k, xs in by_level.items() if xs}
 
-    def _slowdown(self, low: Callable[[int], bool], high: Callable[[int], bool]) -> float | None:
+    @staticmethod
+    def _slowdown(
+        replies: list[dict[int, list[float]]], low: Callable[[int], bool], high: Callable[[int], bool]
+    ) -> float | None:
         """How much slower replies at ``high`` levels come back than at ``low`` ones: per step (steps
         differ in reply length), the ratio of their medians, and its median over the steps that have
         both. The lowest ``low`` levels count first, until there are :data:`REFERENCE_REPLIES` of
         them. None with fewer than that many in all: one reply is noise."""
         ratios, counted = [], 0
-        for by_level in map(self._replies, self._by_level):
+        for by_level in replies:
             reference: list[float] = []
             for k in sorted(k for k in by_level if low(k)):
                 if len(reference) >= REFERENCE_REPLIES:
