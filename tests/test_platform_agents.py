@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,23 @@ def test_an_agent_endpoint_resumes_the_concurrency_its_last_run_reached(project,
         assert (again.limiter.limit, not again.limiter.slow_start) == learned
 
 
+def test_min_concurrency_is_a_floor_under_an_agent_endpoint_and_unset_changes_no_hash(project, keys):
+    with dify_server(project) as server:
+        spec = DIFY_AGENT.format(url=server.base_url, n=4)
+        write_spec(project, "dify-app", spec + "min_concurrency = 4\n")
+        server.inject(*[Fault("slow", 0.3)] * 6)  # the app check and five answers, each 0.3 s
+        report = evaluate("dify-app", root=project, use_cache=False)
+        # Without the floor the limit starts at 2 and stays there for five items. Until the runner
+        # counted only answered items against the judges' backlog, offline judges (one worker) also
+        # held any agent to two questions at once.
+        assert report.complete and server.peak_in_flight == 4
+        assert report.params["spec.agent.min_concurrency"] == "4"
+    # Unset, the key is not part of the spec: this spec's hash is the one it had before the key existed.
+    write_spec(project, "dify-app", DIFY_AGENT.format(url="http://127.0.0.1:9/v1", n=4))
+    spec = load_spec("dify-app", project / "pipelines")
+    assert "agent.min_concurrency" not in spec.params() and spec.hash == "125ff079a3d0dbc7"
+
+
 def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(project, keys):
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
@@ -533,6 +551,10 @@ def test_an_agent_that_keeps_failing_stops_the_run_cleanly(project):
         ('kind = "dify"\nbase_url = "http://u:p@x/v1"\napi_key_env = "K"', "agent.base_url: the URL holds credentials"),
         ('kind = "dify"\nbase_url = "http://x/v1"\napi_key_env = "K"\nretrieval_only = true', "needs dataset_id"),
         ('kind = "ragflow"\nbase_url = "http://x"\napi_key_env = "K"', "chat_id is required"),
+        (
+            'kind = "dify"\nbase_url = "http://x/v1"\napi_key_env = "K"\nmin_concurrency = 8',
+            "min_concurrency (8) is above max_concurrency (4)",
+        ),
         ('kind = "http"\nurl = "http://x/ask?api_key=abc"', "agent.url: the URL's query holds 'api_key'"),
         ('kind = "python"\ntarget = "no colon"', "agent.target"),
         ('kind = "python"\ntarget = "m:f"\n\n[declared]\nprompt_file = "../../x.md"', "declared.prompt_file: "),
@@ -540,7 +562,7 @@ def test_an_agent_that_keeps_failing_stops_the_run_cleanly(project):
 )
 def test_spec_errors_name_their_key(project, agent, message):
     write_spec(project, "bad", agent)
-    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+    with pytest.raises(InputError, match=re.escape(message)):
         load_spec("bad", project / "pipelines")
 
 

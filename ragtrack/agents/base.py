@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
@@ -60,6 +60,17 @@ class EndpointTable(AgentTable):
 
     timeout_s: float | None = Field(default=None, gt=0)  # default: [eval] timeout_s of ragtrack.toml
     max_concurrency: int = Field(default=4, gt=0)  # ceiling; the adaptive limit starts at 2
+    # A floor the user knows the endpoint serves (= max_concurrency: a fixed pool). Left out of the
+    # spec's dump while unset, so adding this key changed no existing spec's hash.
+    min_concurrency: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
+
+    @model_validator(mode="after")
+    def _floor_not_above_ceiling(self) -> EndpointTable:
+        if (self.min_concurrency or 1) > self.max_concurrency:
+            raise ValueError(
+                f"min_concurrency ({self.min_concurrency}) is above max_concurrency ({self.max_concurrency})"
+            )
+        return self
 
 
 class PlatformTable(EndpointTable):
@@ -223,6 +234,7 @@ class PlatformAgent(ExternalAgent):
             key,
             timeout_s=self.timeout_s,
             max_concurrency=self.table.max_concurrency,
+            min_concurrency=self.table.min_concurrency or 1,
             check=self.check,
             memory=self.endpoint_memory,
         )

@@ -98,19 +98,23 @@ class Endpoint:
         headers: dict[str, str],
         timeout_s: float,
         max_concurrency: int,
+        min_concurrency: int = 1,
         check: Check = standard_check,
         retry: RetryPolicy | None = None,
         memory: EndpointMemory | None = None,
     ):
-        """``memory``: where the concurrency this endpoint sustains is remembered between runs."""
+        """``min_concurrency``: a floor the user knows the endpoint serves; ``memory``: where the
+        concurrency this endpoint sustains is remembered between runs."""
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.check = check
         self.retry = retry or RetryPolicy()
         self.limiter = (
-            memory.limiter(f"agent@{without_credentials(self.base_url)}", max_concurrency, AGENT_FIRST_CONTACT)
+            memory.limiter(
+                f"agent@{without_credentials(self.base_url)}", max_concurrency, AGENT_FIRST_CONTACT, min_concurrency
+            )
             if memory
-            else AdaptiveLimiter(max_concurrency, AGENT_FIRST_CONTACT)
+            else AdaptiveLimiter(max_concurrency, AGENT_FIRST_CONTACT, minimum=min_concurrency)
         )
         limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency)
         self.client = httpx.Client(headers={"User-Agent": "ragtrack", **headers}, timeout=timeout_s, limits=limits)
@@ -173,6 +177,7 @@ def bearer_endpoint(
     timeout_s: float,
     max_concurrency: int,
     check: Check,
+    min_concurrency: int = 1,
     memory: EndpointMemory | None = None,
 ) -> Endpoint:
     """An endpoint authenticated the way Dify and RAGFlow both do: ``Authorization: Bearer <key>``."""
@@ -181,6 +186,7 @@ def bearer_endpoint(
         headers={"Authorization": f"Bearer {key}"},
         timeout_s=timeout_s,
         max_concurrency=max_concurrency,
+        min_concurrency=min_concurrency,
         check=check,
         memory=memory,
     )

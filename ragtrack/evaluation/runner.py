@@ -163,13 +163,12 @@ def _pipeline(
     interrupted = True
     try:
         while (queue and stopped is None) or answering or judging:
-            # Keep the answer stage just full, and answered items from piling up before the judges:
-            # submitting everything at once would make stopping slow.
-            in_progress = len(answering) + len({id(w) for w in judging.values()})
-            while queue and stopped is None and len(answering) < answer_workers and in_progress < 2 * judge_workers:
+            # Keep the answer stage just full, but answer no more while answered items pile up before
+            # the judges (two per judge worker): submitting everything at once would make stopping slow.
+            before_judges = len({id(w) for w in judging.values()})
+            while queue and stopped is None and len(answering) < answer_workers and before_judges < 2 * judge_workers:
                 work = _Item(queue.popleft(), time.monotonic())
                 answering[answerers.submit(answer_timed, agent, work.item.question)] = work
-                in_progress += 1
             finished, _ = wait([*answering, *judging], return_when=FIRST_COMPLETED)
             for future in finished:
                 work = answering.pop(future, None) or judging.pop(future)
