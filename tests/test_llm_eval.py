@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
+from ragtrack import llm as llm_layer
 from ragtrack.api import evaluate
 from ragtrack.llm.fake_server import FakeOpenAIServer
 
+from .conftest import make_project
+
+METRICS_ALIKE = ("correctness", "groundedness", "relevance", "organization", "context_recall", "mrr")
 KEY = "sk-loopback-secret-7f3a9c2e41b0d8e5"
 
 
@@ -34,6 +40,24 @@ def test_v5_on_an_openai_endpoint_then_entirely_from_cache(project, endpoint):
     assert len(endpoint.log.requests) == calls, "an unchanged re-run makes zero calls"
     assert again.accounting["judge"]["total"]["calls"] == 0 and again.accounting["judge"]["total"]["cached"] == 20
     assert again.metrics == pytest.approx({**again.metrics, **{k: report.metrics[k] for k in ("correctness", "mrr")}})
+
+
+def test_a_fresh_checkout_given_only_the_cache_builds_nothing_and_asks_nothing(project, endpoint, tmp_path):
+    """CI: each job starts from a new checkout, here at another path, with a new store; only
+    ``.ragtrack/cache`` is restored from the last job (README, *Running in CI*). Nothing in the
+    cache may depend on where the project lies."""
+    first = evaluate("v5", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert first.setup == "index built"
+    calls = len(endpoint.log.requests)
+
+    checkout = make_project(tmp_path / "another-runner" / "checkout")
+    shutil.copytree(project / ".ragtrack" / "cache", checkout / ".ragtrack" / "cache")
+    llm_layer._limiters.clear()  # a new process: only the restored cache remembers the endpoint
+    again = evaluate("v5", root=checkout, llm="openai:fake-model", judge="openai:fake-model")
+    assert again.setup == "index from cache"
+    assert len(endpoint.log.requests) == calls, "every topic, rewrite, answer and judge reply came from the cache"
+    assert again.run_id != first.run_id and again.tracking_uri != first.tracking_uri
+    assert again.metrics == pytest.approx({**again.metrics, **{k: first.metrics[k] for k in METRICS_ALIKE}})
 
 
 def test_the_api_key_never_reaches_the_store_artifacts_or_cache(project, endpoint):

@@ -92,7 +92,11 @@ def _duration(seconds: float) -> str:
     "--judge-language", type=click.Choice(["en", "zh"]), help="Judge prompt language (default: the golden set's)."
 )
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or sqlite under ./mlruns).")
-@click.option("--no-cache", is_flag=True, help="Ignore the LLM response cache (answers are still written to it).")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Ask again instead of reading cached LLM and agent replies (new ones are still cached).",
+)
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
 @click.pass_context
