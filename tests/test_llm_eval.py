@@ -60,6 +60,16 @@ def test_a_fresh_checkout_given_only_the_cache_builds_nothing_and_asks_nothing(p
     assert again.metrics == pytest.approx({**again.metrics, **{k: first.metrics[k] for k in METRICS_ALIKE}})
 
 
+def test_an_llm_agent_under_heuristic_judges_answers_as_many_questions_as_its_limit(project, monkeypatch):
+    """The heuristic judges run in one thread; answering must not wait for that thread's pace."""
+    with FakeOpenAIServer(latency_s=0.3, capacity=16) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        report = evaluate("v1", root=project, llm="openai:fake-model", use_cache=False)
+    assert report.complete and len(server.log.requests) == 5
+    assert server.log.peak_in_flight == 4  # the limiter's first contact (2 while answers counted as judge backlog)
+
+
 def test_the_api_key_never_reaches_the_store_artifacts_or_cache(project, endpoint):
     from ragtrack.llm.fake_server import Fault
 

@@ -28,7 +28,7 @@ console = Console(stderr=False, emoji=False)
 err = Console(stderr=True, emoji=False)
 MACHINE_WIDTH = 1000  # columns when not printing to a terminal
 
-LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a profile from ragtrack.toml."
+LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a ragtrack.toml profile."
 
 
 def _quiet_libraries() -> None:
