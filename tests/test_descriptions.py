@@ -176,6 +176,17 @@ def standing(challenger: RunSummary, champion: RunSummary, rows: list[MetricRow]
     return Standing(decision, champion, tuple(rows), changes)
 
 
+def test_outside_the_ui_links_point_at_the_tracking_server():
+    from ragtrack.tracking.descriptions import outside_ui
+
+    text = "run [1a2b](#/runs/1a2b) of [v3](#/models/rag-agent/versions/3); see (#/ not a link)"
+    assert outside_ui(text, "http://mlflow.team:5000/") == (
+        "run [1a2b](http://mlflow.team:5000/#/runs/1a2b) of "
+        "[v3](http://mlflow.team:5000/#/models/rag-agent/versions/3); see (#/ not a link)"
+    )
+    assert outside_ui(text, None) == text
+
+
 def test_an_eval_run_description_starts_with_its_verdict_against_the_champion():
     base = {"correctness": 2.0, "groundedness": 5.0, "correctness_n": 4.0, "groundedness_n": 4.0, "items": 4.0}
     v1 = summary("v1", "1", base)

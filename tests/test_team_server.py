@@ -92,8 +92,10 @@ def test_four_concurrent_evals_land_with_the_same_figures_as_sqlite(team_server,
     for name in ("context_recall", "mrr", "correctness", "groundedness"):
         assert v1_team.data.metrics[name] == pytest.approx(v1_sqlite.metrics[name]), name
 
-    code, out = finished(ragtrack(four_evals[0], "compare", "v1", "v3", "--tracking-uri", team_server))[0]
+    compare = ragtrack(four_evals[0], "compare", "v1", "v3", "--tracking-uri", team_server, "--markdown", "-")
+    code, out = finished(compare)[0]
     assert code == 0 and "v1 vs v3" in out, out
+    assert f"]({team_server.rstrip('/')}/#/runs/" in out, out  # Markdown for a PR: links to the server
 
 
 def test_two_promotions_at_once_from_two_machines_never_beat_the_same_champion(team_server, four_evals):

@@ -30,7 +30,7 @@ _HOMES = {
         "prepare_eval",
         "run_eval",
     ],
-    "decisions": ["ComparisonReport", "VersionRow", "compare", "promote", "versions"],
+    "decisions": ["ComparisonReport", "VersionRow", "compare", "promote", "run_markdown", "versions"],
     "judging": ["CalibrationReport", "calibrate"],
     "golden": [
         "AnswerReport",

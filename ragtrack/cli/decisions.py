@@ -8,6 +8,20 @@ import click
 
 from ragtrack.cli import console, cyclic_gc_paused, main, show, warn
 
+MARKDOWN = click.option(
+    "--markdown",
+    type=click.File("a", encoding="utf-8"),
+    help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
+    "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it.",
+)
+
+
+def _write_markdown(out, run_id: str, root, tracking_uri: str | None) -> None:
+    if out is not None:
+        from ragtrack.api import run_markdown
+
+        out.write(run_markdown(run_id, root=root, tracking_uri=tracking_uri).rstrip("\n") + "\n\n")
+
 
 @main.command()
 @click.argument("version_a")
@@ -16,8 +30,9 @@ from ragtrack.cli import console, cyclic_gc_paused, main, show, warn
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
+@MARKDOWN
 @click.pass_context
-def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable):
+def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, markdown):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
     that got better or worse. Logged as a comparison run with a per-type plot, once per
@@ -39,6 +54,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     for w in report.warnings:
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
+    _write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
 
 
 @main.command()
@@ -52,9 +68,19 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
 @click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
 @click.option("--allow-partial", is_flag=True, help="Accept judge means that cover fewer than all items.")
 @click.option("--tracking-uri", help="MLflow tracking URI.")
+@MARKDOWN
 @click.pass_context
 def promote(
-    ctx, version, dry_run, margin, tolerance, require_significance, allow_substitutes, allow_partial, tracking_uri
+    ctx,
+    version,
+    dry_run,
+    margin,
+    tolerance,
+    require_significance,
+    allow_substitutes,
+    allow_partial,
+    tracking_uri,
+    markdown,
 ):
     """Make VERSION the champion if it beats the current one on correctness without
     regressing groundedness (same golden set, same judge). Exit status 0 when promoted
@@ -77,6 +103,7 @@ def promote(
         )
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
+    _write_markdown(markdown, decision.decision_run_id, ctx.obj["root"], tracking_uri)
     sys.exit(0 if decision.promoted else 1)
 
 

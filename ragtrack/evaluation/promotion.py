@@ -81,10 +81,13 @@ class Decision:
     dry_run: bool = False
     decision_run_id: str = ""
 
+    @property
+    def verb(self) -> str:
+        return ("would be promoted" if self.dry_run else "promoted") if self.promoted else "refused"
+
     def summary(self) -> str:
-        verb = ("would be promoted" if self.dry_run else "promoted") if self.promoted else "refused"
         against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
-        return f"{self.version} {verb}{against}: " + "; ".join(self.reasons)
+        return f"{self.version} {self.verb}{against}: " + "; ".join(self.reasons)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,13 @@ def run_link(run_id: str) -> str:
     return f"#/runs/{run_id}"
 
 
+def outside_ui(markdown: str, address: str | None) -> str:
+    """A description for a reader outside the UI (a pull-request comment, a CI job summary): its
+    routes become links to the tracking server at ``address``. A local store has no address; its
+    routes stay as they are, valid in ``ragtrack ui``."""
+    return markdown.replace("](#/", f"]({address.rstrip('/')}/#/") if address else markdown
+
+
 @dataclass(frozen=True)
 class Links:
     """Links to a run and to a version of the registered model, as routes of the MLflow UI."""
@@ -252,9 +259,9 @@ def comparison(a: RunSummary, b: RunSummary, rows: Sequence[MetricRow], changes:
 # ------------------------------------------------------------------ promotion
 def decision(d: Decision, started_ms: int, links: Links) -> str:
     """One promotion decision in full: outcome, figures with the interval, rule, gates, reasons, runs."""
-    outcome = "promoted" if d.promoted else "refused"
     against = f" over {d.champion} (model version {d.champion_model_version})" if d.champion else ""
-    lines = [f"**{d.version} {outcome}**{against} on {when(started_ms)}", ""]
+    dry = " (dry run: the alias did not move)" if d.dry_run else ""
+    lines = [f"**{d.version} {d.verb}**{against} on {when(started_ms)}{dry}", ""]
     f = d.figures
     if "correctness_delta" in f:
         lines.append(

@@ -267,6 +267,14 @@ class Store:
         """The run's description (its overview page renders it as Markdown)."""
         self.client.set_tag(run_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
 
+    def description(self, run_id: str) -> str:
+        return self.client.get_run(run_id).data.tags.get(Tag.NOTE, "")
+
+    @property
+    def ui_address(self) -> str | None:
+        """Where a browser finds this store's UI: a tracking server's URL (None for a local store)."""
+        return self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else None
+
     def finish_run(self, run_id: str, status: str = "FINISHED") -> None:
         """End a run: FINISHED (complete), KILLED (interrupted, resumable) or FAILED (an error)."""
         self.client.set_tag(run_id, Tag.COMPLETE, str(status == "FINISHED").lower())
