@@ -127,14 +127,16 @@ def test_comparing_the_same_two_runs_again_returns_the_first_comparison_run(eval
     assert swapped.run_id != first.run_id
 
 
-def test_compare_and_promote_append_their_run_descriptions_as_markdown_for_ci(evaluated, tmp_path):
+def test_eval_compare_and_promote_append_their_run_descriptions_as_markdown_for_ci(evaluated, tmp_path):
     summary = tmp_path / "step_summary.md"
     summary.write_text("# eval job\n", encoding="utf-8")
+    assert run("--root", str(evaluated), "eval", "--version", "v3", "--markdown", str(summary)).exit_code == 0
     assert run("--root", str(evaluated), "compare", "v1", "v3", "--markdown", str(summary)).exit_code == 0
     decided = run("--root", str(evaluated), "promote", "v3", "--dry-run", "--markdown", str(summary))
     assert decided.exit_code in (0, 1), decided.output
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("# eval job\n")  # appended, as $GITHUB_STEP_SUMMARY wants
+    assert text.index("correctness") < text.index("**v1 → v3**")  # the eval's own description came first
     assert "**v1 → v3**" in text and "95% paired-bootstrap interval" in text
     assert "**v3 would be promoted**" in text or "**v3 refused**" in text
     assert "(dry run: the alias did not move)" in text

@@ -5,8 +5,8 @@
     print(report.metrics["correctness"], report.run_id)
 
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
-:mod:`~ragtrack.api.decisions` (compare, promote, versions, and a decision
-run's Markdown for CI),
+:mod:`~ragtrack.api.decisions` (compare, promote, versions, and a run's
+Markdown for CI),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base) and

@@ -68,8 +68,9 @@ def compare(
 
 
 def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | None = None) -> str:
-    """What a comparison or promotion run's MLflow page shows, as Markdown for a reader outside the
-    UI (a pull-request comment, a CI job summary): links point at the tracking server when there is one."""
+    """What a run's MLflow page shows (an eval against the champion, a comparison, a promotion
+    decision), as Markdown for a reader outside the UI (a pull-request comment, a CI job summary):
+    links point at the tracking server when there is one."""
     from ragtrack.tracking.descriptions import outside_ui
 
     store = open_store(load_config(root), tracking_uri)

@@ -30,6 +30,21 @@ MACHINE_WIDTH = 1000  # columns when not printing to a terminal
 
 LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a ragtrack.toml profile."
 
+MARKDOWN = click.option(
+    "--markdown",
+    type=click.File("a", encoding="utf-8"),
+    help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
+    "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it.",
+)
+
+
+def write_markdown(out, run_id: str, root, tracking_uri: str | None) -> None:
+    """For ``--markdown``: the run's description, appended to ``out`` (None: not asked for)."""
+    if out is not None:
+        from ragtrack.api import run_markdown
+
+        out.write(run_markdown(run_id, root=root, tracking_uri=tracking_uri).rstrip("\n") + "\n\n")
+
 
 def _quiet_libraries() -> None:
     """MLflow, transformers and friends are chatty; ragtrack prints what matters."""

@@ -6,21 +6,7 @@ import sys
 
 import click
 
-from ragtrack.cli import console, cyclic_gc_paused, main, show, warn
-
-MARKDOWN = click.option(
-    "--markdown",
-    type=click.File("a", encoding="utf-8"),
-    help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
-    "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it.",
-)
-
-
-def _write_markdown(out, run_id: str, root, tracking_uri: str | None) -> None:
-    if out is not None:
-        from ragtrack.api import run_markdown
-
-        out.write(run_markdown(run_id, root=root, tracking_uri=tracking_uri).rstrip("\n") + "\n\n")
+from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, show, warn, write_markdown
 
 
 @main.command()
@@ -54,7 +40,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     for w in report.warnings:
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
-    _write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
+    write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
 
 
 @main.command()
@@ -103,7 +89,7 @@ def promote(
         )
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
-    _write_markdown(markdown, decision.decision_run_id, ctx.obj["root"], tracking_uri)
+    write_markdown(markdown, decision.decision_run_id, ctx.obj["root"], tracking_uri)
     sys.exit(0 if decision.promoted else 1)
 
 

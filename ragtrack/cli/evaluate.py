@@ -8,7 +8,7 @@ import time
 import click
 from rich.markup import escape
 
-from ragtrack.cli import LLM_HELP, console, cyclic_gc_paused, err, main, show, warn
+from ragtrack.cli import LLM_HELP, MARKDOWN, console, cyclic_gc_paused, err, main, show, warn, write_markdown
 
 
 class ItemProgress:
@@ -99,6 +99,7 @@ def _duration(seconds: float) -> str:
 )
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
+@MARKDOWN
 @click.pass_context
 def eval_cmd(
     ctx,
@@ -113,6 +114,7 @@ def eval_cmd(
     no_cache,
     fresh,
     allow_stale,
+    markdown,
 ):
     """Answer every golden item with VERSION, score it, and log an MLflow run.
 
@@ -187,4 +189,5 @@ def eval_cmd(
     console.print(
         f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {report.tracking_uri})"
     )
+    write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
     sys.exit(0 if report.complete else 1)
