@@ -33,6 +33,7 @@ LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path
 MARKDOWN = click.option(
     "--markdown",
     type=click.File("a", encoding="utf-8"),
+    metavar="FILE",
     help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
     "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it.",
 )
