@@ -26,6 +26,7 @@ from pydantic import (
 from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.files import read_text
 from ragtrack.llm.accounting import Price
+from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.secrets import declare
 
 if TYPE_CHECKING:
@@ -108,14 +109,13 @@ class ProjectConfig(_Strict):
 
     @model_validator(mode="after")
     def _floors_under_ceilings(self) -> ProjectConfig:
-        """A concurrency floor above its ceiling is a slip, not a wish: name it rather than clamp it."""
         bounds = [("eval", self.eval.min_concurrency, self.eval.max_concurrency)]
         for name, p in self.profiles.items():
             floor = p.min_concurrency or self.eval.min_concurrency  # a profile's own, else [eval]'s
             bounds.append((f"profiles.{name}", floor, p.max_concurrency or self.eval.max_concurrency))
         for where, floor, ceiling in bounds:
-            if floor > ceiling:
-                raise ValueError(f"{where}: min_concurrency ({floor}) is above max_concurrency ({ceiling})")
+            if problem := bounds_problem(floor, ceiling):
+                raise ValueError(f"{where}: {problem}")
         return self
 
     @property

@@ -30,6 +30,7 @@ from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
+from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.llm.memory import shared_memory
 from ragtrack.secrets import declare, redact
 
@@ -64,12 +65,14 @@ class EndpointTable(AgentTable):
     # spec's dump while unset, so adding this key changed no existing spec's hash.
     min_concurrency: int | None = Field(default=None, gt=0, exclude_if=lambda v: v is None)
 
+    @property
+    def concurrency_floor(self) -> int:
+        return self.min_concurrency or 1
+
     @model_validator(mode="after")
     def _floor_not_above_ceiling(self) -> EndpointTable:
-        if (self.min_concurrency or 1) > self.max_concurrency:
-            raise ValueError(
-                f"min_concurrency ({self.min_concurrency}) is above max_concurrency ({self.max_concurrency})"
-            )
+        if problem := bounds_problem(self.concurrency_floor, self.max_concurrency):
+            raise ValueError(problem)
         return self
 
 
@@ -234,7 +237,7 @@ class PlatformAgent(ExternalAgent):
             key,
             timeout_s=self.timeout_s,
             max_concurrency=self.table.max_concurrency,
-            min_concurrency=self.table.min_concurrency or 1,
+            min_concurrency=self.table.concurrency_floor,
             check=self.check,
             memory=self.endpoint_memory,
         )

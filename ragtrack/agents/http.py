@@ -105,7 +105,7 @@ class HttpAgent(ExternalAgent):
             headers=headers,
             timeout_s=self.timeout_s,
             max_concurrency=t.max_concurrency,
-            min_concurrency=t.min_concurrency or 1,
+            min_concurrency=t.concurrency_floor,
             memory=self.endpoint_memory,
         )
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from statistics import median
@@ -68,6 +68,12 @@ REFERENCE_REPLIES = 3  # the lowest levels' replies taken until there are this m
 LEVEL_WINDOW = 16  # the latest replies kept per step and level: the endpoint's present, not its history
 HISTORY = 4096  # bursts remembered to find each reply's level: far more than can be in flight at once
 HORIZON = 512  # levels are compared over the replies to the latest this many sends: the endpoint as it is now
+
+
+def bounds_problem(minimum: int, maximum: int) -> str | None:
+    """What is wrong with a configured floor and ceiling, if anything: a floor above its ceiling is
+    a slip, not a wish, so configuration names it instead of clamping it."""
+    return f"min_concurrency ({minimum}) is above max_concurrency ({maximum})" if minimum > maximum else None
 
 
 @dataclass(frozen=True)
@@ -225,16 +231,16 @@ class AdaptiveLimiter:
         is unqueued, though that proves nothing about higher levels."""
         if level is None:
             return True, False, self._best_latency[step]
-        replies = [self._replies(s) for s in self._by_level]  # filtered once, read by both comparisons
+        replies = {s: self._replies(s) for s in self._by_level}  # filtered once, read by all that follows
         # Not queued at this level: every reply of the step sent at it or lower came back unqueued.
-        typical = median(x for k, xs in self._replies(step).items() if k <= level for x in xs)
+        typical = median(x for k, xs in replies[step].items() if k <= level for x in xs)
         if level <= 1:
             return False, False, typical
         near = range(level // 2 + 1, level + 1)
-        below = self._slowdown(replies, lambda k: k <= level / 2, lambda k: k in near)
+        below = self._slowdown(replies.values(), lambda k: k <= level / 2, lambda k: k in near)
         if below is not None:
             return below >= LEVEL_FACTOR, True, typical
-        above = self._slowdown(replies, lambda k: k in near, lambda k: k >= 2 * level)
+        above = self._slowdown(replies.values(), lambda k: k in near, lambda k: k >= 2 * level)
         if above is not None and above < LEVEL_FACTOR:
             return False, True, typical
         return True, False, typical
@@ -248,7 +254,7 @@ class AdaptiveLimiter:
 
     @staticmethod
     def _slowdown(
-        replies: list[dict[int, list[float]]], low: Callable[[int], bool], high: Callable[[int], bool]
+        replies: Iterable[dict[int, list[float]]], low: Callable[[int], bool], high: Callable[[int], bool]
     ) -> float | None:
         """How much slower replies at ``high`` levels come back than at ``low`` ones: per step (steps
         differ in reply length), the ratio of their medians, and its median over the steps that have
