@@ -1,5 +1,6 @@
 """Chunking provenance, the FAISS/BM25 indexes and the on-disk index cache (real models)."""
 
+import gc
 import json
 
 from ragtrack.pipeline.chunking import fixed_chunks, parent_child_chunks, parent_groups
@@ -101,3 +102,64 @@ def test_the_lexical_embedder_scores_word_overlap_and_has_nothing_to_forget():
     assert near @ q > 0.5 and far @ q == 0.0
     lexical.forget_recent()  # the retrieval benchmark calls it on every embedder between retrievers
     assert (lexical.encode(["sampler steps default"])[0] == q).all()
+
+
+def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, tiny_corpus):
+    """A second run (a new process: its own embedder, its own memory) reads the question's, rewrites'
+    and outline points' vectors back instead of encoding them, and answers exactly as the first."""
+    from ragtrack.agent import AgentContext
+    from ragtrack.config import load_config
+    from ragtrack.pipeline.agent import PipelineAgent
+
+    def run():
+        agent = PipelineAgent(load_spec("v5", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
+        embedded = agent.embedder.texts_embedded
+        out = agent.answer("What is the default cfg value?")
+        return out, agent.embedder.texts_embedded - embedded, agent.embedder.cache
+
+    first, encoded, cache = run()
+    assert encoded >= 3, "the question and its two rewrites at least"
+    assert cache.path.parent == project / ".ragtrack" / "cache" / "vectors"
+    again, encoded_again, _ = run()
+    assert encoded_again == 0
+    assert (again.answer, again.passage_ids) == (first.answer, first.passage_ids)
+
+
+def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_corpus, caplog):
+    from ragtrack.agent import AgentContext
+    from ragtrack.config import load_config
+    from ragtrack.pipeline.agent import PipelineAgent
+
+    def agent():
+        return PipelineAgent(load_spec("v1", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
+
+    first = agent()
+    expected = first.answer("What is the default cfg value?")
+    path = first.embedder.cache.path
+    del first
+    gc.collect()  # closes its connection, which folds the write-ahead log into the file
+    assert path.exists() and not path.with_name(path.name + "-wal").exists()
+    path.write_bytes(b"not a database, a crash or a bad copy" * 100)
+    second = agent()
+    out = second.answer("What is the default cfg value?")
+    assert second.embedder.texts_embedded == 1  # encoded again, not read back
+    assert out.answer == expected.answer
+    assert "query vector cache" in caplog.text and "encoding without it" in caplog.text
+
+
+def test_the_query_vector_cache_is_shared_by_its_readers_and_keeps_the_first_vector(tmp_path):
+    import numpy as np
+
+    from ragtrack.pipeline.query_vectors import QueryVectorCache
+
+    path = tmp_path / "vectors" / "model.sqlite"
+    one, two = QueryVectorCache(path, 3), QueryVectorCache(path, 3)  # as two processes would open it
+    one.put(["a", "b"], np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+    two.put(["b"], np.array([[0, 0, 1]], dtype=np.float32))  # already kept: the first stays
+    got = two.get(["a", "b", "c"])
+    assert set(got) == {"a", "b"}
+    assert got["a"].tolist() == [1, 0, 0] and got["b"].tolist() == [0, 1, 0]
+    assert QueryVectorCache(path, 4).get(["a"]) == {}  # another width: another model's rows
+    many = [f"t{i}" for i in range(1200)]  # more texts than one SELECT binds
+    one.put(many, np.ones((1200, 3), dtype=np.float32))
+    assert len(two.get(many)) == 1200

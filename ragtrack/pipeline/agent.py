@@ -23,6 +23,7 @@ from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Uni
 from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
 from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
+from ragtrack.pipeline.query_vectors import QueryVectorCache
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
 from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep
@@ -86,6 +87,10 @@ class PipelineAgent:
         self.setup = Setup()
 
         units, self.index_stats, self.dense = self._load_or_build_index(ctx)
+        if ctx.embedder is None and self.embedder.remembers:  # attached after the index: its texts are stored there
+            self.embedder.cache = QueryVectorCache(
+                ctx.cache_dir / "vectors" / f"{cache_key(self.embedding_model.used)}.sqlite", self.embedder.dimension
+            )
         self.chunks = {c.id: c for c in units.chunks}
         self.parents = units.parents
         self.setup.warnings = self._warnings(ctx.corpus.language)

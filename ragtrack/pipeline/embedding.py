@@ -14,6 +14,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from ragtrack.pipeline.models import ResolvedModel
+from ragtrack.pipeline.query_vectors import QueryVectorCache
 
 
 class Embedder(Embeddings):
@@ -33,6 +34,7 @@ class Embedder(Embeddings):
         self._known: dict[str, np.ndarray] = {}
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._remember = remember
+        self.cache: QueryVectorCache | None = None  # query-time vectors kept between runs, once attached
         self.texts_embedded = 0  # tests assert a cached index embeds nothing
         self.encode_calls = 0
 
@@ -46,14 +48,20 @@ class Embedder(Embeddings):
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock:  # torch on 2 cores: one batch at a time is fastest and thread-safe
             missing = [t for t in dict.fromkeys(texts) if t not in self._known and t not in self._recent]
+            if missing and self.cache is not None:
+                kept = self.cache.get(missing)
+                self._recent.update(kept)
+                missing = [t for t in missing if t not in kept]
             if missing:
                 self.texts_embedded += len(missing)
                 self.encode_calls += 1
                 vectors = self._model.encode(
                     missing, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
                 )
-                for text, vector in zip(missing, np.asarray(vectors, dtype=np.float32), strict=True):
-                    self._recent[text] = vector
+                vectors = np.asarray(vectors, dtype=np.float32)
+                self._recent.update(zip(missing, vectors, strict=True))
+                if self.cache is not None:
+                    self.cache.put(missing, vectors)
             rows = []
             for text in texts:
                 if text in self._known:
