@@ -106,7 +106,8 @@ def test_the_lexical_embedder_scores_word_overlap_and_has_nothing_to_forget():
 
 def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, tiny_corpus):
     """A second run (a new process: its own embedder, its own memory) reads the question's, rewrites'
-    and outline points' vectors back instead of encoding them, and answers exactly as the first."""
+    and outline points' vectors back instead of encoding them, and answers exactly as the first —
+    without ever loading the embedding model."""
     from ragtrack.agent import AgentContext
     from ragtrack.config import load_config
     from ragtrack.pipeline.agent import PipelineAgent
@@ -115,13 +116,13 @@ def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, t
         agent = PipelineAgent(load_spec("v5", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
         embedded = agent.embedder.texts_embedded
         out = agent.answer("What is the default cfg value?")
-        return out, agent.embedder.texts_embedded - embedded, agent.embedder.cache
+        return out, agent.embedder.texts_embedded - embedded, agent.embedder
 
-    first, encoded, cache = run()
+    first, encoded, embedder = run()
     assert encoded >= 3, "the question and its two rewrites at least"
-    assert cache.path.parent == project / ".ragtrack" / "cache" / "vectors"
-    again, encoded_again, _ = run()
-    assert encoded_again == 0
+    assert embedder.cache.path.parent == project / ".ragtrack" / "cache" / "vectors"
+    again, encoded_again, embedder_again = run()
+    assert encoded_again == 0 and not embedder_again.loaded
     assert (again.answer, again.passage_ids) == (first.answer, first.passage_ids)
 
 

@@ -3,18 +3,26 @@
 sentence-transformers reads the pooling and normalisation a model was trained
 with from its own folder (mean pooling for MiniLM, CLS for bge), which a bare
 transformers or FlagModel loader would have to be told by hand.
+
+The model is loaded on the first text that must be encoded, not before:
+importing sentence-transformers (torch, transformers) takes seconds, and an
+eval whose index and query vectors are all cached encodes nothing.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from ragtrack.pipeline.models import ResolvedModel
 from ragtrack.pipeline.query_vectors import QueryVectorCache
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 
 class Embedder(Embeddings):
@@ -23,12 +31,11 @@ class Embedder(Embeddings):
     remembers = True  # vectors are worth computing once, at index time, and keeping beside the index
 
     def __init__(self, model: ResolvedModel, batch_size: int = 32, remember: int = 50_000):
-        from sentence_transformers import SentenceTransformer
-
         self.model_info = model
         self.batch_size = batch_size
-        self._model = SentenceTransformer(model.path, device="cpu", local_files_only=True)
-        self._lock = threading.Lock()
+        self._model: SentenceTransformer | None = None  # see _loaded()
+        self._width: int | None = None  # of the vectors it was told (know()), while the model is not loaded
+        self._lock = threading.RLock()
         # Each text is encoded once: vectors known from the index (sentences, topics) plus the most
         # recent query-time texts (questions, rewrites, outline points).
         self._known: dict[str, np.ndarray] = {}
@@ -40,7 +47,25 @@ class Embedder(Embeddings):
 
     @property
     def dimension(self) -> int:
-        return int(self._model.get_sentence_embedding_dimension())
+        if self._model is None and self._width is not None:
+            return self._width
+        model = self._loaded()
+        # Newer sentence-transformers renamed the method (the old name warns); older ones know only that.
+        named = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(named())
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model was needed so far (tests assert a fully cached eval never loads it)."""
+        return self._model is not None
+
+    def _loaded(self) -> SentenceTransformer:
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
+            return self._model
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text; texts seen before are not encoded again."""
@@ -55,7 +80,7 @@ class Embedder(Embeddings):
             if missing:
                 self.texts_embedded += len(missing)
                 self.encode_calls += 1
-                vectors = self._model.encode(
+                vectors = self._loaded().encode(
                     missing, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
                 )
                 vectors = np.asarray(vectors, dtype=np.float32)
@@ -81,7 +106,10 @@ class Embedder(Embeddings):
     def know(self, texts: list[str], vectors: np.ndarray) -> None:
         """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
         with self._lock:
-            self._known.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
+            vectors = np.asarray(vectors, dtype=np.float32)
+            self._known.update(zip(texts, vectors, strict=True))
+            if vectors.ndim == 2 and len(vectors):
+                self._width = vectors.shape[1]
             for text in texts:  # just encoded at index build: known now, no longer taking room among the recent
                 self._recent.pop(text, None)
 
