@@ -91,6 +91,11 @@ def test_four_concurrent_evals_land_with_the_same_figures_as_sqlite(team_server,
     v1_team = next(r for r in runs if r.data.tags["ragtrack.version"] == "v1")
     for name in ("context_recall", "mrr", "correctness", "groundedness"):
         assert v1_team.data.metrics[name] == pytest.approx(v1_sqlite.metrics[name]), name
+    # Each item's trace reached the server with its assessments (sent inside the trace's own write).
+    found = client.search_traces(locations=[experiment.experiment_id], run_id=v1_team.info.run_id, max_results=100)
+    assert len(found) == len(v1_sqlite.records)
+    names = {a.name for a in found[0].info.assessments}
+    assert {"expected_response", "judge/correctness", "judge/groundedness", "retrieval/context_recall"} <= names
 
     compare = ragtrack(four_evals[0], "compare", "v1", "v3", "--tracking-uri", team_server, "--markdown", "-")
     code, out = finished(compare)[0]

@@ -30,16 +30,20 @@ import time
 
 import mlflow
 from mlflow.entities import (
+    Assessment,
     AssessmentError,
     AssessmentSource,
     AssessmentSourceType,
     Document,
+    Expectation,
+    Feedback,
     SpanStatusCode,
     SpanType,
     TraceInfo,
 )
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
 from mlflow.tracing.constant import TraceMetadataKey
+from mlflow.tracing.provider import safe_set_span_in_context
 
 from ragtrack.agent import STAGE_KINDS
 from ragtrack.evaluation.judges import HEURISTIC
@@ -69,17 +73,13 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     ``judge`` is the run's ``judge`` param: the heuristics (code) or an LLM judge.
     """
     done = _settle(store, run.run_id, records)
-    todo = [r for r in records if r.id not in done]
-    traced = [(r, span) for r in todo if (span := _trace(store, run, model_id, r)) is not None]
-    if not traced:
-        return 0
-    mlflow.flush_trace_async_logging()  # assessments attach to traces the store already has
     source = AssessmentSource(
         AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
     )
-    for record, (trace_id, span_id) in traced:
-        _assess(trace_id, span_id, record, source)
-    return len(traced)
+    logged = sum(_trace(store, run, model_id, r, source) for r in records if r.id not in done)
+    if logged:
+        mlflow.flush_trace_async_logging()  # in the store before the run is closed and described
+    return logged
 
 
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
@@ -101,8 +101,10 @@ def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
 def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
     """The items that have a complete trace; any other trace of an item is deleted, to be logged again.
 
-    A process killed while logging leaves a trace without its assessments (they are written
-    after it, the first judge's feedback last): that item is traced again, not left half-told.
+    A trace and its assessments are written together, but its spans may reach the store first:
+    a process killed in between leaves a trace without its assessments, and that item is traced
+    again, not left half-told. (Traces logged before assessments rode with them have them
+    written after the trace, the first judge's feedback last: the same test holds.)
     """
     last = {r.id: _last_assessment(r) for r in records}
     done: set[str] = set()
@@ -120,15 +122,19 @@ def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
 
 
 def _last_assessment(r: ItemRecord) -> str:
-    """The name of the assessment :func:`_assess` writes last for ``r``: present means complete."""
+    """The name of the last of ``r``'s :func:`_assessments`: present means complete."""
     if r.judges:
         return judge_feedback(next(iter(r.judges)))
     logged = [key for key, value in r.retrieval.items() if value is not None]
     return retrieval_feedback(logged[0]) if logged else EXPECTED_PASSAGES
 
 
-def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord) -> tuple[str, str] | None:
-    """Create the item's trace; (trace ID, root span ID), or None when tracing is off or sampled out."""
+def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, judge: AssessmentSource) -> bool:
+    """Log the item's trace with its assessments; False when tracing is off or sampled out.
+
+    The assessments are logged while the root span is the active one, so MLflow keeps them with
+    the trace and stores them in the trace's own write: one write per item, where logging them
+    afterwards took one store call (over HTTP, one request) per assessment."""
     stages = r.stages
     if len(stages) == 1 and stages[0].kind == "agent":  # an agent that reports no stages: one span
         call, stages = stages[0], []
@@ -151,14 +157,18 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord) -
     )
     if not root.trace_id or root.trace_id == NO_OP_SPAN_TRACE_ID:
         log.warning("tracing is disabled or sampled out: item %s has no trace", r.id)
-        return None
+        return False
     for stage in stages:
         _span(root, stage, set(r.gt_context_ids))
     if r.errors:
         root.set_status(SpanStatusCode.ERROR)
         root.set_attribute("errors", r.errors)
+    with safe_set_span_in_context(root):
+        for assessment in _assessments(r, judge):
+            assessment.span_id = root.span_id
+            mlflow.log_assessment(root.trace_id, assessment)
     root.end(outputs=r.answer, end_time_ns=end)
-    return root.trace_id, root.span_id
+    return True
 
 
 def _span(root, stage: StageRecord, gt: set[str]) -> None:
@@ -188,37 +198,26 @@ def _document(c: ContextRecord, rank: int, gt: set[str]) -> dict:
     return Document(page_content=c.text, metadata=metadata, id=c.unit_id).to_dict()
 
 
-def _assess(trace_id: str, span_id: str, r: ItemRecord, judge: AssessmentSource) -> None:
-    """Expectations, retrieval feedback, then the judges last to first: a trace lists its newest feedback first."""
+def _assessments(r: ItemRecord, judge: AssessmentSource) -> list[Assessment]:
+    """Expectations, retrieval feedback, then the judges last to first (a trace lists its newest
+    feedback first), each a millisecond after the one before: written at once, they keep that order."""
     golden = AssessmentSource(AssessmentSourceType.HUMAN, "golden set")
-    mlflow.log_expectation(trace_id=trace_id, name=EXPECTED_ANSWER, value=r.gt_answer, source=golden, span_id=span_id)
-    mlflow.log_expectation(
-        trace_id=trace_id, name=EXPECTED_PASSAGES, value=list(r.gt_context_ids), source=golden, span_id=span_id
-    )
+    out: list[Assessment] = [
+        Expectation(EXPECTED_ANSWER, r.gt_answer, source=golden),
+        Expectation(EXPECTED_PASSAGES, list(r.gt_context_ids), source=golden),
+    ]
     code = AssessmentSource(AssessmentSourceType.CODE, "ragtrack")
     found = retrieval_rationale(r)
     for item_key, value in reversed(r.retrieval.items()):
-        if value is None:  # not defined for this item (all_hops_at_k without GT groups)
-            continue
-        mlflow.log_feedback(
-            trace_id=trace_id,
-            name=retrieval_feedback(item_key),
-            value=value,
-            rationale=found,
-            source=code,
-            span_id=span_id,
-        )
+        if value is not None:  # None: not defined for this item (all_hops_at_k without GT groups)
+            out.append(Feedback(retrieval_feedback(item_key), value, rationale=found, source=code))
     for name, v in reversed(r.judges.items()):
         error = AssessmentError(error_code="JUDGE_ERROR", error_message=v.error) if v.score is None else None
-        mlflow.log_feedback(
-            trace_id=trace_id,
-            name=judge_feedback(name),
-            value=v.score,
-            rationale=v.reason or None,
-            error=error,
-            source=judge,
-            span_id=span_id,
-        )
+        out.append(Feedback(judge_feedback(name), v.score, error=error, rationale=v.reason or None, source=judge))
+    now = int(time.time() * 1000)
+    for n, assessment in enumerate(out):
+        assessment.create_time_ms = assessment.last_update_time_ms = now + n
+    return out
 
 
 def retrieval_rationale(r: ItemRecord) -> str:
