@@ -163,7 +163,7 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
     if r.errors:
         root.set_status(SpanStatusCode.ERROR)
         root.set_attribute("errors", r.errors)
-    with safe_set_span_in_context(root):
+    with safe_set_span_in_context(root):  # MLflow's helper for making a span the active one
         for assessment in _assessments(r, judge):
             assessment.span_id = root.span_id
             mlflow.log_assessment(root.trace_id, assessment)
