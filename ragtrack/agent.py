@@ -171,6 +171,8 @@ class AgentContext:
     min_overlap: float = 0.5
     use_cache: bool = True
     embedder: object | None = None  # a preloaded embedder to share (tests, benchmarks)
+    # Told of slow work the agent starts on its own (a model loaded on first use), for a progress line.
+    on_stage: Callable[[str], None] | None = None
 
     @property
     def cache_dir(self) -> Path:

@@ -112,18 +112,24 @@ def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, t
     from ragtrack.config import load_config
     from ragtrack.pipeline.agent import PipelineAgent
 
-    def run():
-        agent = PipelineAgent(load_spec("v5", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
+    stages: list[str] = []
+
+    def run(question: str = "What is the default cfg value?"):
+        ctx = AgentContext(tiny_corpus, load_config(project), on_stage=stages.append)
+        agent = PipelineAgent(load_spec("v5", project / "pipelines"), ctx)
         embedded = agent.embedder.texts_embedded
-        out = agent.answer("What is the default cfg value?")
+        out = agent.answer(question)
         return out, agent.embedder.texts_embedded - embedded, agent.embedder
 
     first, encoded, embedder = run()
     assert encoded >= 3, "the question and its two rewrites at least"
     assert embedder.cache.path.parent == project / ".ragtrack" / "cache" / "vectors"
+    assert stages == ["loading the embedding model sentence-transformers/all-MiniLM-L6-v2"]  # for the index
     again, encoded_again, embedder_again = run()
-    assert encoded_again == 0 and not embedder_again.loaded
+    assert encoded_again == 0 and not embedder_again.loaded and len(stages) == 1
     assert (again.answer, again.passage_ids) == (first.answer, first.passage_ids)
+    _, encoded_new, _ = run("How many sampler steps are used by default?")  # new: the model loads, and says so
+    assert encoded_new >= 3 and len(stages) == 2
 
 
 def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_corpus, caplog):

@@ -182,7 +182,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
 
     progress.on_stage(f"building {spec.name} (index, models)")
-    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache))
+    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache, on_stage=progress.on_stage))
     for message in agent.setup.warnings.values():
         progress.on_warning(message)
     model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))

@@ -132,9 +132,8 @@ def eval_cmd(
         bar = ItemProgress(f"eval {version}")
         state = {"started": False}
 
-        def on_stage(stage: str) -> None:
-            if not state["started"]:
-                console.print(f"[dim]… {stage}[/]")
+        def on_stage(stage: str) -> None:  # also during the items (a model loaded on first use) and after
+            console.print(f"[dim]… {stage}[/]")
 
         def on_start(total: int, resumed: int) -> None:
             if resumed:

@@ -68,7 +68,9 @@ class PipelineAgent:
             resolve_model(s.rerank.model, s.rerank.substitute, "rerank") if s.rerank.enabled else None
         )
         self.embedder = ctx.embedder or (
-            Embedder(self.embedding_model, s.embedding.batch_size) if s.embedding.enabled else LexicalEmbedder()
+            Embedder(self.embedding_model, s.embedding.batch_size, on_load=ctx.on_stage)
+            if s.embedding.enabled
+            else LexicalEmbedder()
         )
         self.language = ctx.corpus.language if s.retrieval.bm25_tokenizer == "auto" else s.retrieval.bm25_tokenizer
         self._df, self._n_docs = document_frequencies(p.text for p in ctx.corpus.passages.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,8 +31,16 @@ class Embedder(Embeddings):
 
     remembers = True  # vectors are worth computing once, at index time, and keeping beside the index
 
-    def __init__(self, model: ResolvedModel, batch_size: int = 32, remember: int = 50_000):
+    def __init__(
+        self,
+        model: ResolvedModel,
+        batch_size: int = 32,
+        remember: int = 50_000,
+        on_load: Callable[[str], None] | None = None,
+    ):
+        """``on_load(message)`` hears when the model starts loading: seconds, during whatever asked."""
         self.model_info = model
+        self._on_load = on_load
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None  # see _loaded()
         self._width: int | None = None  # of the vectors it was told (know()), while the model is not loaded
@@ -62,6 +71,8 @@ class Embedder(Embeddings):
     def _loaded(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
+                if self._on_load is not None:
+                    self._on_load(f"loading the embedding model {self.model_info.used}")
                 from sentence_transformers import SentenceTransformer
 
                 self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
