@@ -90,6 +90,24 @@ def test_judge_verdicts_are_numeric_feedback_with_the_reason_and_the_golden_item
         assert found[traces.EXPECTED_PASSAGES].value == r.gt_context_ids
 
 
+def test_a_traces_assessments_keep_their_order_and_name_the_root_span(story):
+    """Written in one go with the trace, they still come one after another: expectations, retrieval
+    feedback, then the judges last to first, so the UI (newest first) lists the judges in order."""
+    root, _, v3, _, _ = story
+    store_of(root)
+    by_item = run_traces(v3.run_id)
+    for r in v3.records:
+        trace = by_item[r.id]
+        made = sorted(trace.info.assessments, key=lambda a: a.create_time_ms)
+        assert len({a.create_time_ms for a in made}) == len(made), "each its own moment"
+        expected = [traces.EXPECTED_ANSWER, traces.EXPECTED_PASSAGES]
+        expected += [traces.retrieval_feedback(k) for k, v in reversed(r.retrieval.items()) if v is not None]
+        expected += [traces.judge_feedback(j) for j in reversed(r.judges)]
+        assert [a.name for a in made] == expected
+        root_span = next(s for s in trace.data.spans if s.parent_id is None)
+        assert {a.span_id for a in made} == {root_span.span_id}
+
+
 def test_a_trace_is_found_by_its_item_id(story):
     root, _, v3, _, _ = story
     store = store_of(root)
