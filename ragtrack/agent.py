@@ -99,6 +99,10 @@ class AgentOutput:
     #: call): the item gets no retrieval metrics — never a silent recall of 0 — and ``errors`` says why.
     retrieval_reported: bool = True
     stages: list[Stage] = field(default_factory=list)  # how it was produced, when the agent can say
+    #: False when there is no answer to judge: the agent could not be asked, its reply could not be
+    #: read, or its answer step failed (``errors`` says why). The item is not judged — a failed call
+    #: is not a wrong answer — and an eval that resumes asks it again.
+    answered: bool = True
 
     @property
     def passage_ids(self) -> list[str]:

@@ -27,7 +27,7 @@ from ragtrack.errors import InputError, Problem, problems_from_validation
 from ragtrack.files import read_text
 from ragtrack.llm.accounting import Price
 from ragtrack.llm.concurrency import bounds_problem
-from ragtrack.secrets import declare
+from ragtrack.secrets import EnvName, declare
 
 if TYPE_CHECKING:
     from ragtrack.corpus import Corpus
@@ -76,7 +76,7 @@ class Profile(_Strict):
 
     base_url: str
     model: str
-    api_key_env: str | None = None
+    api_key_env: EnvName | None = None
     max_concurrency: int | None = Field(default=None, gt=0)
     min_concurrency: int | None = Field(default=None, gt=0)
 
@@ -106,6 +106,12 @@ class ProjectConfig(_Strict):
         for name in gates:
             lookup(name)
         return gates
+
+    @model_validator(mode="after")
+    def _judge_is_known(self) -> ProjectConfig:
+        if problem := llm_name_problem(self.eval.judge, self.profiles):  # now, not at the first eval
+            raise ValueError(f"eval.judge: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _floors_under_ceilings(self) -> ProjectConfig:
@@ -139,6 +145,24 @@ class ProjectConfig(_Strict):
                 [Problem(str(target), "corpus not found; `ragtrack init --corpus <your documents>` starts a project")]
             )
         return load_corpus(target, self.corpus.max_passage_chars)
+
+
+def llm_name_problem(name: str, profiles: dict) -> str | None:
+    """What is wrong with an LLM name (``--llm``, ``--judge``, ``[eval] judge``), if anything."""
+    if name == "offline" or name.startswith(("openai:", "local:")) or name in profiles:
+        return None
+    known = ", ".join(["offline", "openai:<model>", "local:<path|smollm2>", *profiles])
+    return f"unknown LLM {name!r}; expected one of: {known}"
+
+
+def find_root(start: str | Path = ".") -> Path | None:
+    """The project ``start`` lies in: the nearest folder, ``start`` or above, that holds a
+    ``ragtrack.toml`` or a ``pipelines/`` folder (as git finds its repository); None outside any."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file() or (folder / "pipelines").is_dir():
+            return folder
+    return None
 
 
 def load_config(root: str | Path = ".") -> ProjectConfig:

@@ -187,6 +187,8 @@ def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
         warnings += [Problem(str(f), w.message, w.line, w.field) for w in found]
         if doc.passages:
             documents[rel] = doc
+        elif not found:  # otherwise `corpus ls --doc` would say no such document, with no reason why
+            warnings.append(Problem(str(f), "no text: the document is left out"))
     return Corpus(source=str(root), documents=documents, warnings=warnings)
 
 

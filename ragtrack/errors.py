@@ -84,6 +84,8 @@ def problems_from_validation(
             message = f"unknown value {err['input']!r}; expected {ctx.get('expected', 'another value')}"
         elif kind == "too_short" and ctx.get("min_length") == 1:
             message = "must list at least one item"
+        elif kind in ("list_type", "tuple_type", "set_type"):
+            message = f'must be a list, such as ["…"] (got {type(err["input"]).__name__})'
         else:
             message = err["msg"].removeprefix("Value error, ")
         problems.append(Problem(file, message, line, ".".join(loc) or None))

@@ -21,6 +21,11 @@ from pathlib import Path
 
 from ragtrack.errors import InputError, Problem
 
+# The process's umask, read once (it can only be read by setting it): temporary files are created
+# private (0600, 0700), and what replaces a user's file must be as readable as a plain write makes it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 def decode(data: bytes, source: str | Path) -> str:
     """UTF-8 text of ``data`` (a leading BOM dropped); an error names ``source`` and the byte offset."""
@@ -78,8 +83,13 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777  # a file replaced keeps its mode
+    except OSError:
+        mode = 0o666 & ~_UMASK
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -105,6 +115,7 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
     try:
+        tmp.chmod(0o777 & ~_UMASK)
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -313,7 +313,7 @@ def check_ready(golden: GoldenSet, corpus: Corpus, *, allow_stale: bool = False)
         lines.append(f"{len(stale)} item(s) have stale GT (the corpus changed since they were written):")
         lines += [f"  {s}" for s in stale]
         lines.append(
-            "review them, then `ragtrack golden fingerprint --item ID` to accept the new text; "
+            "review them, then `ragtrack golden fingerprint --id ID` to accept the new text; "
             "or pass --allow-stale to score them as they are"
         )
     if lines:

@@ -12,6 +12,8 @@ records without loading the retrieval stack.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -117,6 +119,7 @@ class ItemRecord:
     gt_groups: list[list[str]] = field(default_factory=list)  # multi-hop items: one OR-group per hop
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
     stages: list[StageRecord] = field(default_factory=list)  # how the answer was produced, timed
+    answered: bool = True  # False: the agent gave no answer (see ``errors``), so no judge scored it
 
     @property
     def retrieved_unit_ids(self) -> list[str]:
@@ -136,6 +139,19 @@ class ItemRecord:
     def failed(self) -> bool:
         """The agent or a judge reported an error for this item."""
         return bool(self.errors) or any(v.error for v in self.judges.values())
+
+    @property
+    def settled(self) -> bool:
+        """The agent answered and every judge's verdict was read: an eval that resumes keeps this
+        record; the others it asks again (a failed call is worth another try, a finished item is not)."""
+        return self.answered and not any(v.error for v in self.judges.values())
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the record's JSON form: what a trace names to say which record it shows
+        (an item asked again on resume gets a new record, and its old trace must go)."""
+        text = json.dumps(self.to_json(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
     from ragtrack.passage_search import Hit
-    from ragtrack.records import RunSummary
+    from ragtrack.records import ItemRecord, RunSummary
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
@@ -60,10 +60,17 @@ def eval_warnings(metrics: dict[str, float]) -> list[str]:
     """What a user must know before trusting an eval's retrieval figures (``ragtrack eval`` prints them)."""
     out = []
     items, reported = metrics.get("items", 0), metrics.get(m.RETRIEVAL_N)
-    if reported is not None and reported < items:
+    unanswered = metrics.get(m.UNANSWERED, 0)
+    if unanswered:
         out.append(
-            f"{int(items - reported)} of {int(items)} replies did not say what was retrieved (see the item errors); "
-            f"the retrieval metrics cover the other {int(reported)}"
+            f"{int(unanswered)} of {int(items)} questions got no answer (see the errors): they are not judged, "
+            "so the judge means cover the others; run the same command again to ask them again"
+        )
+    # An item without an answer reported no retrieval either (an external agent's failed call).
+    if reported is not None and reported < items - unanswered:
+        out.append(
+            f"{int(items - unanswered - reported)} of {int(items)} replies did not say what was retrieved "
+            f"(see the errors); the retrieval metrics cover the other {int(reported)}"
         )
     share = metrics.get(m.UNMAPPED_SHARE)
     if share is not None and share > m.UNMAPPED_WARNING:
@@ -73,6 +80,25 @@ def eval_warnings(metrics: dict[str, float]) -> list[str]:
             "(ragtrack corpus import dify|ragflow; unmapped contexts are listed per item in items.jsonl)"
         )
     return out
+
+
+def error_lines(records: list[ItemRecord], most: int = 5, ids: int = 4) -> list[str]:
+    """The run's distinct errors, most frequent first, each with its item count and the first
+    item IDs: eight items failing alike (a key, a wrong ``answer_path``) read as one line."""
+    where: dict[str, list[str]] = {}
+    for r in records:
+        found = [*r.errors, *(f"judge {name}: {v.error}" for name, v in r.judges.items() if v.error)]
+        for error in dict.fromkeys(found):
+            where.setdefault(error, []).append(r.id)
+    ranked = sorted(where.items(), key=lambda kv: -len(kv[1]))  # stable: first seen first among equals
+    lines = []
+    for error, items in ranked[:most]:
+        shown = ", ".join(items[:ids]) + (", …" if len(items) > ids else "")
+        text = error if len(error) <= 300 else error[:300] + "…"
+        lines.append(f"{len(items)} item{'s' if len(items) > 1 else ''} ({shown}): {text}")
+    if len(ranked) > most:
+        lines.append(f"… and {len(ranked) - most} other errors (every item's in items.jsonl)")
+    return lines
 
 
 ACCOUNTING_COLUMNS = ("calls", "cached", "offline", "failed", "retries", "truncated")

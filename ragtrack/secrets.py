@@ -12,14 +12,28 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 from ragtrack.errors import RagtrackError
 
 _SECRET_NAME = re.compile(r"API_KEY|APIKEY|_TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _KEY_SHAPE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MIN_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
 
 _declared: set[str] = set()  # variable names a config or spec declared as holding a key
+
+
+def _env_name(name: str) -> str:
+    if not _ENV_NAME.fullmatch(name):  # never echoed: it is often the key itself, pasted in the wrong place
+        raise ValueError("must name an environment variable (such as DIFY_APP_KEY) that holds the key, not the key")
+    return name
+
+
+#: A config or spec field naming the environment variable that holds a key (``api_key_env``).
+EnvName = Annotated[str, AfterValidator(_env_name)]
 
 
 def declare(*env_names: str | None) -> None:

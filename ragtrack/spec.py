@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -137,6 +138,11 @@ def builtin_spec_path(version: str, language: str) -> Path:
     return builtin_dir() / f"{builtin_set(language)}-{version}.toml"
 
 
+def version_order(name: str) -> tuple:
+    """A sort key that puts v2 before v10 (numbers inside a name compare as numbers)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+
+
 def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines", language: str | None = None) -> Path:
     """``v5`` → ``pipelines/v5.toml``; a path to a ``.toml`` file is taken as-is.
 
@@ -152,6 +158,22 @@ def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines", lan
     return builtin_spec_path(version, language)
 
 
+def _misnamed(path: Path, text: str, declared: object) -> Problem:
+    """A copied spec that kept its original's name would be logged, registered and promoted as that
+    version, overwriting its history: refused, at the line that says it."""
+    line, table = None, ""
+    for n, s in enumerate(text.splitlines(), 1):
+        table = s.strip() if s.strip().startswith("[") else table
+        if table == "[version]" and re.match(r"\s*name\s*=", s):
+            line = n
+            break
+    message = (
+        f"declares name {declared!r}, but the file is {path.name}: the file name is the version's name "
+        f"(set name = {path.stem!r}, or leave it out)"
+    )
+    return Problem(str(path), message, line, "version.name")
+
+
 def load_spec(
     version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None, language: str | None = None
 ) -> LoadedSpec:
@@ -163,15 +185,18 @@ def load_spec(
     """
     path = resolve_spec_path(version, pipelines_dir, language)
     if not path.is_file():
-        available = sorted(p.stem for p in Path(pipelines_dir).glob("*.toml"))
+        available = sorted((p.stem for p in Path(pipelines_dir).glob("*.toml")), key=version_order)
         hint = f" (available: {', '.join(available)})" if available else " (`ragtrack init` writes v1-v5)"
         raise InputError([Problem(str(path), f"version spec not found{hint}")])
+    text = read_text(path)
     try:
-        raw = tomllib.loads(read_text(path))
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError([Problem(str(path), f"bad TOML: {e}")]) from None
     if isinstance(raw.get("version", {}), dict):
-        raw.setdefault("version", {}).setdefault("name", path.stem)
+        declared = raw.setdefault("version", {}).setdefault("name", path.stem)
+        if path.stem == version and declared != version:  # found by its file name: the two must agree
+            raise InputError([_misnamed(path, text, declared)])
     table = raw.get("agent")
     kind_name = table.get("kind", "pipeline") if isinstance(table, dict) else "pipeline"
     try:

@@ -60,6 +60,30 @@ def test_unknown_version_lists_the_available_ones(project):
     assert gc.get_freeze_count() == 0  # and, in-process, what the command froze is collectable again
 
 
+def test_commands_find_the_project_from_a_subfolder_and_refuse_outside_one(project, tmp_path, monkeypatch):
+    monkeypatch.chdir(project / "golden" / "kb")
+    result = run("golden", "validate")  # as git finds its repository: the nearest folder with pipelines/
+    assert result.exit_code == 0 and "ok 5 items" in result.output, result.output
+    outside = tmp_path / "not-a-project"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    result = CliRunner().invoke(main, ["versions"])
+    assert result.exit_code == 2 and "not in a ragtrack project" in result.output
+    assert list(outside.iterdir()) == [], "a command that only reads a store never creates one"
+
+
+def test_golden_validate_says_not_ready_when_eval_would_refuse(project):
+    import json
+
+    golden = project / "golden" / "golden.jsonl"
+    rows = [json.loads(line) for line in golden.read_text().splitlines()]
+    rows[0]["gt_answer"] = ""
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run("--root", str(project), "golden", "validate")
+    assert result.exit_code == 1 and "not ready 5 items" in result.output and "ok 5 items" not in result.output
+    assert f"1 item(s) have no GT answer yet: {rows[0]['id']}" in result.output
+
+
 def test_a_paused_collector_resumes_once_and_freezes_what_set_up_made():
     import gc
 

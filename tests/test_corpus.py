@@ -221,6 +221,14 @@ def test_a_document_without_headings_is_reported(tmp_path):
     assert any(m.startswith(f"{tmp_path / 'long.txt'}:1: the document (no headings") for m in messages)
 
 
+def test_an_empty_document_is_reported_not_silently_left_out(tmp_path):
+    (tmp_path / "empty.md").write_text("\n  \n", encoding="utf-8")
+    (tmp_path / "note.md").write_text("# Note\n\nSome text.\n", encoding="utf-8")
+    corpus = load_corpus(tmp_path)
+    assert list(corpus.documents) == ["note.md"]
+    assert [str(w) for w in corpus.warnings] == [f"{tmp_path / 'empty.md'}: no text: the document is left out"]
+
+
 def test_the_shipped_knowledge_base_keeps_its_passages():
     from tests.conftest import REPO
 

@@ -28,6 +28,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
         {**good, "id": "y", "question": "  "},  # line 4: empty question
         {**good, "id": "z", "type": "E"},  # line 5: unknown type
         {**good, "id": "w", "colour": "red"},  # line 6: unknown field
+        {**good, "id": "v", "gt_context_ids": "notes.txt"},  # line 7: one ID, not a list of them
     ]
     path = tmp_path / "g.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n", encoding="utf-8")
@@ -39,8 +40,9 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     assert f"{path}:4: question: must not be empty" in got
     assert any(g.startswith(f"{path}:5: type: unknown value 'E'") for g in got)
     assert f"{path}:6: colour: unknown field" in got
-    assert any(g.startswith(f"{path}:7: bad JSON") for g in got)
-    assert len(got) == 6
+    assert f'{path}:7: gt_context_ids: must be a list, such as ["…"] (got str)' in got
+    assert any(g.startswith(f"{path}:8: bad JSON") for g in got)
+    assert len(got) == 7
 
 
 def test_digest_is_stable_and_content_sensitive(tiny_corpus, tmp_path):

@@ -55,11 +55,31 @@ def test_undecodable_corpus_files_are_one_error_naming_file_and_byte(tmp_path, c
     assert str(e.value).startswith(f"{tmp_path / 'kb' / 'doc.md'}: not UTF-8 text (byte {offset}:")
 
 
+def test_files_written_through_a_temporary_file_are_as_readable_as_a_plain_write(tmp_path):
+    """A temporary file is created private (0600); a golden set or spec must not stay so for a team."""
+    from ragtrack.files import atomic_folder, atomic_write_text
+
+    (tmp_path / "plain.jsonl").write_text("")
+    (tmp_path / "plain").mkdir()
+    atomic_write_text(tmp_path / "new.jsonl", "{}\n")
+    assert (tmp_path / "new.jsonl").stat().st_mode == (tmp_path / "plain.jsonl").stat().st_mode
+    (tmp_path / "shared.jsonl").write_text("")
+    (tmp_path / "shared.jsonl").chmod(0o664)
+    atomic_write_text(tmp_path / "shared.jsonl", "{}\n")  # a file replaced keeps its mode
+    assert (tmp_path / "shared.jsonl").stat().st_mode & 0o777 == 0o664
+    with atomic_folder(tmp_path / "index") as folder:
+        (folder / "x").write_text("")
+    assert (tmp_path / "index").stat().st_mode == (tmp_path / "plain").stat().st_mode
+
+
 def test_config_values_are_checked_when_loaded(project):
     (project / "ragtrack.toml").write_text('[prices."deepseek-chat"]\ninput = "0.27"\noutput = 1.1\n')
     result = cli("--root", str(project), "eval", "--version", "v1", "--limit", "1")
     assert result.exit_code == 2 and "prices.deepseek-chat.input" in result.output and "Traceback" not in result.output
     assert not (project / "mlruns").exists(), "nothing ran before the config was checked"
+    (project / "ragtrack.toml").write_text('[eval]\njudge = "ofline"\n')  # a typo is named where it was made
+    result = cli("--root", str(project), "golden", "validate")
+    assert result.exit_code == 2 and "ragtrack.toml: eval.judge: unknown LLM 'ofline'" in result.output
 
 
 @pytest.mark.parametrize(

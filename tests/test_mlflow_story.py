@@ -8,6 +8,7 @@ champion (with the same figures ``compare`` computes), and the model versions sa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import mlflow
 import pytest
@@ -17,6 +18,7 @@ from ragtrack.api import compare, evaluate, promote
 from ragtrack.config import load_config
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import HEURISTIC_VERSION
+from ragtrack.records import ItemRecord
 from ragtrack.tracking import traces
 from ragtrack.tracking.standings import VERSIONS_VIEW
 from ragtrack.tracking.store import Tag, open_store
@@ -128,6 +130,17 @@ def test_traces_are_logged_once_per_item_however_often_a_run_is_recorded(story):
     assert traces.log_traces(store, partial, None, v3.records[:2], "heuristic") == 2
     assert traces.log_traces(store, partial, None, v3.records, "heuristic") == 3
     assert sorted(run_traces(run_id)) == sorted(r.id for r in v3.records)
+    # A record read back from a checkpoint is the record that was traced: no resume re-logs it.
+    assert [ItemRecord.from_json(json.loads(json.dumps(r.to_json()))).digest for r in v3.records] == [
+        r.digest for r in v3.records
+    ]
+    # An item asked again on resume (a judge had failed) has a new record with the same assessments'
+    # names: its old trace names the old record's digest, and gives way to the new one's.
+    redone = replace(v3.records[0], judges={**v3.records[0].judges})
+    redone.judges["correctness"] = replace(redone.judges["correctness"], reason="asked again")
+    assert traces.log_traces(store, partial, None, [redone, *v3.records[1:]], "heuristic") == 1
+    tagged = {i: [t.tags[Tag.RECORD] for t in ts] for i, ts in traces.item_traces(store, run_id).items()}
+    assert tagged == {r.id: [r.digest] for r in [redone, *v3.records[1:]]}
 
 
 def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_compare_computes(story):

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from ragtrack.agents.endpoint import Endpoint, EndpointError
 from ragtrack.api import evaluate
 from ragtrack.cli import main
-from ragtrack.errors import InputError
+from ragtrack.config import load_config
+from ragtrack.errors import InputError, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import RetryPolicy
 from ragtrack.spec import load_spec
@@ -352,6 +353,15 @@ def test_the_app_key_never_reaches_params_tags_artifacts_logs_or_caches(project,
     assert APP_KEY not in caplog.text and APP_KEY not in str(report.params)
 
 
+def test_a_refused_app_key_stops_the_eval_before_it_asks_anything(project, keys, monkeypatch):
+    monkeypatch.setenv("DIFY_APP_KEY", "app-not-the-right-key-0000")
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=2))
+        with pytest.raises(RagtrackError, match=r"HTTP 401.*is \$DIFY_APP_KEY the app's API key"):
+            evaluate("dify-app", root=project)
+    assert [e.request.path for e in server.exchanges] == ["/v1/info"], "no question was asked"
+
+
 # ---------------------------------------------------------------------------------------- RAGFlow
 def ragflow_server(project: Path, **kw) -> RagflowServer:
     return RagflowServer(project / "golden" / "kb", api_key=RAGFLOW_KEY, max_chars=300, **kw)
@@ -412,7 +422,8 @@ def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(proje
         write_spec(project, "ragflow-app", ragflow_agent(server))
         report = evaluate("ragflow-app", root=project)
     assert len(server.exchanges) == 5, "a refused key is not retried"
-    assert all(r.retrieval == {} for r in report.records)
+    assert all(r.retrieval == {} and not r.answered and r.judges == {} for r in report.records)
+    assert report.metrics["unanswered"] == 5 and "correctness" not in report.metrics  # nothing to judge
     assert "API key is invalid" in report.records[0].errors[0] and report.metrics["agent_errors"] == 5
 
     monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
@@ -459,6 +470,43 @@ def test_any_json_endpoint_with_a_body_template_and_json_paths(project, keys, mo
     assert first.headers["x-team"] == "search" and first.body["tags"][1] == first.body["q"]
     assert report.params["spec.agent.headers.Authorization"] == "Bearer ${MY_SERVICE_TOKEN}"  # the template only
     check_against_server(report, server, "ask", lambda b: [s["chunk_id"] for s in b["data"]["sources"]], DIFY_SEGMENTS)
+
+    # A wrong answer_path: every reply is unreadable. Nothing was measured, and the CLI says why
+    # once (not five times, and not only inside items.jsonl) and exits 1.
+    with AskServer(project / "golden" / "kb", "tok-7f6e5d4c3b2a1908") as again:
+        write_spec(project, "my-service", agent.replace(server.base_url, again.base_url).replace(".answer", ".reply"))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "my-service", "--no-cache"])
+    assert result.exit_code == 1, result.output
+    assert "5 of 5 questions got no answer" in result.output and "did not say what was retrieved" not in result.output
+    assert "5 items (a1, a2, b1, c1, …): http: the reply has no text at answer_path 'data.reply'" in result.output
+    assert "no question got an answer" in result.output
+
+
+class EchoServer(AskServer):
+    """A service that says what it was sent: the token in its answer and in a context's text."""
+
+    def ask(self, request: Request) -> Response:
+        reply = super().ask(request)
+        token = request.headers["authorization"]
+        reply.body["data"]["answer"] += f" (asked with {token})"
+        reply.body["data"]["sources"][0]["text"] += f"\ntoken={bearer(request)}"
+        return reply
+
+
+def test_a_key_the_agent_echoes_is_redacted_from_answers_contexts_records_and_caches(project, monkeypatch):
+    token = "tok-5e4d3c2b1a09f8e7"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", token)
+    with EchoServer(project / "golden" / "kb", token) as server:
+        agent = (
+            f'kind = "http"\nurl = "{server.base_url}/ask"\n'
+            'headers = { Authorization = "Bearer ${MY_SERVICE_TOKEN}" }\nbody = { q = "{question}", k = 2 }\n'
+            'answer_path = "data.answer"\ncontexts_path = "data.sources"\ncontext_id = "chunk_id"\n'
+        )
+        write_spec(project, "echo-service", agent)
+        report = evaluate("echo-service", root=project)
+    assert "(asked with Bearer ***)" in report.records[0].answer
+    assert report.records[0].contexts[0].text.endswith("token=***")
+    assert not [p for p in project.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
 
 
 # ---------------------------------------------------------------------------------------- Python
@@ -530,17 +578,46 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
 
 
-def test_an_agent_that_keeps_failing_stops_the_run_cleanly(project):
+DOWN_THEN_UP = """
+from pathlib import Path
+
+
+def answer(q):
+    if Path(__file__).with_name("down").exists():
+        raise ConnectionError("index server down")
+    return {"answer": "The cfg value defaults to 8.0.", "contexts": [{"id": "c1", "text": "cfg defaults to 8.0"}]}
+"""
+
+
+def test_an_agent_that_keeps_failing_stops_the_run_and_the_resume_asks_its_questions_again(project):
     import json
+
+    from ragtrack.tracking.store import Tag, open_store
+    from ragtrack.tracking.traces import item_traces
 
     golden = project / "golden" / "golden.jsonl"
     first = json.loads(golden.read_text().splitlines()[0])
     golden.write_text("".join(json.dumps({**first, "id": f"q{n}"}) + "\n" for n in range(12)))
-    (project / "toy_rag_down.py").write_text("def answer(q):\n    raise ConnectionError('index server down')\n")
+    (project / "toy_rag_down.py").write_text(DOWN_THEN_UP)
+    (project / "down").touch()
     write_spec(project, "py-down", 'kind = "python"\ntarget = "toy_rag_down:answer"\n')
     report = evaluate("py-down", root=project)
     assert not report.complete and "8 python calls failed in a row" in report.stopped_early
-    assert len(report.records) == 7 and all(r.errors for r in report.records)  # the 8th stopped the run
+    assert len(report.records) == 7  # the 8th stopped the run
+    # A failed call is not a wrong answer: no judge scored it, and the run says so.
+    assert all(not r.answered and r.judges == {} and r.errors for r in report.records)
+    assert report.metrics["unanswered"] == 7 and report.metrics["correctness_n"] == 0
+
+    (project / "down").unlink()  # the index server is back: the same command resumes
+    report = evaluate("py-down", root=project)
+    assert report.complete and report.resumed == 0, "the failed items were asked again, not kept"
+    assert len(report.records) == 12 and all(r.answered and len(r.judges) == 4 for r in report.records)
+    assert report.metrics["unanswered"] == 0 and report.metrics["correctness_n"] == 12
+    # Each item has one trace, of its new record: the failed items' first traces are gone.
+    traces = item_traces(open_store(load_config(project)), report.run_id)
+    assert {i: [t.tags[Tag.RECORD] for t in ts] for i, ts in traces.items()} == {
+        r.id: [r.digest] for r in report.records
+    }
 
 
 # ---------------------------------------------------------------------------------------- specs

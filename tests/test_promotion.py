@@ -169,8 +169,25 @@ def test_substituted_models_and_partial_means_refuse_unless_allowed():
     assert not d.promoted and "substituted" in d.reasons[0]
     assert rule_decides([[5] * 8], [BASE], Rule(allow_substitutes=True), substituted=True).promoted
     d = rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE])  # one judge error: mean over 7 of 8
-    assert not d.promoted and "fewer than all items" in d.reasons[0]
+    assert not d.promoted and "fewer than all items (judge errors)" in d.reasons[0]
     assert rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE], Rule(allow_partial=True)).promoted
+
+
+def test_a_run_whose_agent_gave_no_answer_to_some_questions_is_not_promoted_on_the_others():
+    """Three failed calls are not judged (never scored 1, never left out silently): the means over
+    the other five would promote a version that could not answer; the rule says why it refuses."""
+    ours = records([5] * 8)
+    for r in ours[:3]:
+        r.answered, r.judges, r.errors = False, {}, ["python: ConnectionError: index server down"]
+    mine = summary("v2", ours)
+    assert mine.metrics["unanswered"] == 3 and mine.metrics["correctness_n"] == 5
+    assert mine.metrics["correctness"] == 5 and mine.metrics["agent_errors"] == 3
+    theirs = records(BASE)
+    rows, _ = compare_records(theirs, ours, ("correctness", "groundedness"))
+    d = decide(mine, Champion("1", "v1", summary("v1", theirs)), Rule(), overall(rows))
+    assert not d.promoted and "correctness, groundedness mean covers fewer than all items" in d.reasons[0]
+    assert "(3 questions got no answer)" in d.reasons[0]
+    assert decide(mine, Champion("1", "v1", summary("v1", theirs)), Rule(allow_partial=True), overall(rows)).promoted
 
 
 def test_release_gates_are_reported_per_gate():

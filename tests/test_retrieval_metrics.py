@@ -207,3 +207,25 @@ def test_diagnosis_notes_units_that_cover_many_passages():
     [finding] = [f for f in diagnose({}, records) if f.symptom.startswith("large returned units")]
     assert "7.7 passages each" in finding.symptom and finding.worst[0] == ("big", 14.0)
     assert not any("large" in f.symptom for f in diagnose({}, [item("small", [1, 2, 3])]))
+
+
+def test_diagnosis_states_judge_means_on_the_scale_the_tables_show():
+    """Thresholds are on the 0–1 form; the symptom and the worst items speak 1–5, like the table above them."""
+    from ragtrack.evaluation.aggregate import aggregate
+    from ragtrack.evaluation.diagnosis import diagnose
+    from ragtrack.records import ItemRecord, JudgeRecord
+
+    def item(item_id, grounded, relevant):
+        judges = {
+            "groundedness": JudgeRecord(grounded, (grounded - 1) / 4, ""),
+            "relevance": JudgeRecord(relevant, (relevant - 1) / 4, ""),
+        }
+        return ItemRecord(item_id, "A", "q", ["g"], "a", "a", [], {}, judges)
+
+    records = [item("i1", 2, 3), item("i2", 4, 2), item("i3", 3, 4)]  # means 3.00 and 3.00: 0.50 in 0–1
+    metrics = aggregate(records, ("groundedness", "relevance"))
+    found = {f.symptom: f.worst for f in diagnose(metrics, records)}
+    assert found == {
+        "low groundedness (3.00 of 5)": (("i1", 2.0), ("i3", 3.0), ("i2", 4.0)),
+        "low relevance (3.00 of 5)": (("i2", 2.0), ("i1", 3.0), ("i3", 4.0)),
+    }

@@ -75,7 +75,7 @@ def _write(pipelines, text):
     return [str(p) for p in e.value.problems]
 
 
-V1_BODY = (REPO / "pipelines" / "v1.toml").read_text()
+V1_BODY = (REPO / "pipelines" / "v1.toml").read_text().replace('name = "v1"', 'name = "bad"')  # as _write names it
 
 
 def test_unknown_key_names_its_path(pipelines):
@@ -102,6 +102,21 @@ def test_missing_prompt_file_and_missing_spec(pipelines):
         load_spec("v9", pipelines)
 
 
+def test_a_copied_spec_that_keeps_its_originals_name_is_refused(pipelines):
+    """v6.toml copied from v1.toml and still named v1 would be logged, registered and promoted as v1."""
+    (pipelines / "v6.toml").write_text((pipelines / "v1.toml").read_text())
+    with pytest.raises(InputError) as caught:
+        load_spec("v6", pipelines)
+    [problem] = caught.value.problems
+    line = (pipelines / "v6.toml").read_text().splitlines().index('name = "v1"') + 1
+    assert (problem.line, problem.field) == (line, "version.name")
+    assert "declares name 'v1', but the file is v6.toml" in problem.message
+    text = (pipelines / "v6.toml").read_text()
+    (pipelines / "v6.toml").write_text(text.replace('name = "v1"\n', ""))  # no name: the file's
+    assert load_spec("v6", pipelines).name == "v6"
+    assert load_spec(str(pipelines / "v1.toml"), pipelines).name == "v1"  # a path: the name it declares
+
+
 @pytest.mark.parametrize("target", ["/proc/self/environ", "../../../etc/passwd", "../outside.md"])
 def test_prompt_paths_outside_the_project_are_refused(pipelines, target):
     (pipelines.parent / "outside.md").write_text("not a prompt")
@@ -118,5 +133,6 @@ def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):
     assert any("prompts.answer:" in p and "is outside" in p for p in problems), problems
     # A file of the project root (one level above pipelines/) is allowed when the root is given.
     (pipelines.parent / "shared.md").write_text("Answer: {{question}}")
-    (pipelines / "ok.toml").write_text(V1_BODY.replace("prompts/answer_plain.md", "../shared.md"))
+    ok = V1_BODY.replace("prompts/answer_plain.md", "../shared.md").replace('name = "bad"', 'name = "ok"')
+    (pipelines / "ok.toml").write_text(ok)
     assert load_spec("ok", pipelines, root=pipelines.parent).files["answer"].startswith("Answer")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -32,7 +32,7 @@ from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
 from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.llm.memory import shared_memory
-from ragtrack.secrets import declare, redact
+from ragtrack.secrets import EnvName, declare, redact
 
 if TYPE_CHECKING:
     from ragtrack.agents.endpoint import Endpoint
@@ -80,7 +80,7 @@ class PlatformTable(EndpointTable):
     """A platform app: where it is and which environment variable holds its key (never the key)."""
 
     base_url: str
-    api_key_env: str = Field(min_length=1)
+    api_key_env: EnvName
 
     @field_validator("base_url")
     @classmethod
@@ -144,7 +144,8 @@ class Reply:
 
 
 class AgentCallError(Exception):
-    """The agent could not be asked: its endpoint failed after retries, or the callable raised."""
+    """No answer came: the endpoint failed after retries, the callable raised, or the reply could not
+    be read (a configuration mistake as often as not: it counts towards stopping the run early)."""
 
 
 class ExternalAgent(BaseAgent):
@@ -189,16 +190,21 @@ class ExternalAgent(BaseAgent):
                 reply = self.ask(question, usage)
             except AgentCallError as e:
                 usage.failed += 1
-                self.circuit.failure(redact(str(e)))  # a run of failures stops the run (CircuitOpenError)
-                reply = Reply("", None, str(e))
-            else:
-                self.circuit.success()
-                reply.answer = redact(reply.answer)
-                usage.tokens_in += reply.tokens_in
-                usage.tokens_out += reply.tokens_out
-                usage.cost_usd += reply.cost_usd
-                if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
-                    self.cache.put_json(key, reply.to_json())
+                problem = redact(f"{self.spec.kind}: {e}")
+                self.circuit.failure(problem)  # a run of failures stops the run (CircuitOpenError)
+                return AgentOutput(
+                    "", [], errors=[problem], usage={self.spec.kind: usage}, retrieval_reported=False, answered=False
+                )
+            self.circuit.success()
+            # An app may echo what it was sent: nothing it says is recorded or cached with a key in it.
+            reply.answer = redact(reply.answer)
+            if reply.contexts is not None:
+                reply.contexts = [replace(c, text=redact(c.text)) for c in reply.contexts]
+            usage.tokens_in += reply.tokens_in
+            usage.tokens_out += reply.tokens_out
+            usage.cost_usd += reply.cost_usd
+            if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
+                self.cache.put_json(key, reply.to_json())
         if reply.contexts is None:
             errors = [redact(f"{self.spec.kind}: {reply.problem}")]
             return AgentOutput(reply.answer, [], errors=errors, usage={self.spec.kind: usage}, retrieval_reported=False)

@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind
-from ragtrack.agents.base import ExternalSpec, PlatformAgent, PlatformTable, Reply, declared_files, first, number
+from ragtrack.agents.base import (
+    AgentCallError,
+    ExternalSpec,
+    PlatformAgent,
+    PlatformTable,
+    Reply,
+    declared_files,
+    first,
+    number,
+)
 from ragtrack.agents.endpoint import EndpointError, bearer_endpoint, error_message
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
@@ -88,10 +97,15 @@ class DifyAgent(PlatformAgent):
 
     def _app_info(self) -> dict[str, str]:
         """The app's name (and, in recent Dify versions, mode) from ``GET /info``, to log which app ran.
-        Best effort: an older Dify without it, or a failure here, only leaves the param out."""
+        Best effort: an older Dify without it, or a failure here, only leaves the param out — except a
+        refused key, which would fail every question: that stops the eval before it starts."""
         try:
             info = self.endpoint.request("GET", "/info", usage=Usage(), step="dify")
-        except EndpointError:
+        except EndpointError as e:
+            if e.status in (401, 403):
+                raise RagtrackError(
+                    f"Dify at {self.table.base_url}: {e} (is ${self.table.api_key_env} the app's API key?)"
+                ) from None
             return {}
         info = info if isinstance(info, dict) else {}
         names = {"name": "name", "mode": "mode_reported"}
@@ -131,7 +145,7 @@ class DifyAgent(PlatformAgent):
         )
         records = reply.get("records") if isinstance(reply, dict) else None
         if not isinstance(records, list):
-            return Reply("", None, "the retrieve reply has no records list")
+            raise AgentCallError("the retrieve reply has no records list")
         return Reply("", [_record_context(r, n) for n, r in enumerate(records, start=1) if isinstance(r, dict)])
 
     def describe(self) -> dict[str, str]:
@@ -167,7 +181,7 @@ def assemble(events: list[Any]) -> dict[str, Any]:
 def read_message(body: Any) -> Reply:
     """A chat/completion reply → answer, contexts in ``position`` order, tokens and USD cost."""
     if not isinstance(body, dict):
-        return Reply("", None, f"unexpected reply: {str(body)[:120]!r}")
+        raise AgentCallError(f"unexpected reply: {str(body)[:120]!r}")
     answer = body.get("answer") if isinstance(body.get("answer"), str) else ""
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):

@@ -121,7 +121,7 @@ class HttpAgent(ExternalAgent):
             raise AgentCallError(str(e)) from None
         answer = dig(reply, t.answer_path)
         if not isinstance(answer, str):
-            return Reply("", None, f"the reply has no text at answer_path {t.answer_path!r}")
+            raise AgentCallError(f"the reply has no text at answer_path {t.answer_path!r}")
         contexts = dig(reply, t.contexts_path)
         if not isinstance(contexts, list):
             return Reply(answer, None, f"the reply has no list at contexts_path {t.contexts_path!r}")

@@ -128,12 +128,12 @@ def read_output(out: Any) -> Reply:
     if not isinstance(out, Mapping):
         answer = _text(out)
         if answer is None:
-            return Reply("", None, f"the target returned {type(out).__name__}; expected a dict with an answer")
+            raise AgentCallError(f"the target returned {type(out).__name__}; expected a dict with an answer")
         return Reply(answer, None, "the target returned only an answer; return its contexts too to score retrieval")
     answer = _text(first(out, *ANSWER_KEYS, default=""))
     contexts = first(out, *CONTEXT_KEYS)
     if answer is None:
-        return Reply("", None, f"the answer ({'/'.join(ANSWER_KEYS)}) is not text")
+        raise AgentCallError(f"the answer ({'/'.join(ANSWER_KEYS)}) is not text")
     if not isinstance(contexts, list | tuple):
         return Reply(answer, None, f"the output has no list of contexts ({'/'.join(CONTEXT_KEYS)})")
     return Reply(answer, [_context(c, n) for n, c in enumerate(contexts, start=1)])

@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind
-from ragtrack.agents.base import ExternalSpec, PlatformAgent, PlatformTable, Reply, declared_files, first, number
+from ragtrack.agents.base import (
+    AgentCallError,
+    ExternalSpec,
+    PlatformAgent,
+    PlatformTable,
+    Reply,
+    declared_files,
+    first,
+    number,
+)
 from ragtrack.agents.endpoint import EndpointError, Rejected, bearer_endpoint
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
@@ -144,7 +153,7 @@ class RagflowAgent(PlatformAgent):
         data = reply.get("data") if isinstance(reply, dict) else None
         chunks = data.get("chunks") if isinstance(data, dict) else None
         if not isinstance(chunks, list):
-            return Reply("", None, "the retrieval reply has no data.chunks list")
+            raise AgentCallError("the retrieval reply has no data.chunks list")
         return Reply("", [_chunk_context(c, n) for n, c in enumerate(chunks, start=1) if isinstance(c, dict)])
 
     def describe(self) -> dict[str, str]:
@@ -162,7 +171,7 @@ def read_chat(body: Any) -> Reply:
     choices = body.get("choices") if isinstance(body, dict) else None
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
-        return Reply("", None, f"unexpected reply: {str(body)[:120]!r}")
+        raise AgentCallError(f"unexpected reply: {str(body)[:120]!r}")
     answer = _CITATION.sub("", str(message.get("content") or "")).strip()
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     tokens = {"tokens_in": int(number(usage.get("prompt_tokens")) or 0)}

@@ -9,8 +9,10 @@ from ragtrack.api.evaluation import load_inputs
 from ragtrack.config import load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems, compare_records
+from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import Decision, Rule
 from ragtrack.records import RunSummary
+from ragtrack.spec import version_order
 from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
 from ragtrack.tracking.store import Tag, open_store
@@ -61,8 +63,8 @@ def compare(
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
     rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
-    if any(r.partial for r in rows if r.scope == "all"):
-        warnings.append("some judge means cover fewer than all items (judge errors): see n")
+    if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
+        warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
     run_id = log_comparison(store, a, b, rows, changes, comparison_text(a, b, rows, changes)) if log else ""
     return ComparisonReport(a, b, rows, changes, run_id, warnings)
 
@@ -115,7 +117,7 @@ def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list
         newest.setdefault(mv.tags.get(Tag.VERSION, "?"), mv)
     evals = store.eval_runs()
     rows = []
-    for name in sorted(newest):
+    for name in sorted(newest, key=version_order):
         mv = newest[name]
         per_digest: dict[str, RunSummary] = {}
         for run in evals:

@@ -55,6 +55,11 @@ class EvalReport:
     def complete(self) -> bool:
         return self.stopped_early is None
 
+    @property
+    def measured(self) -> bool:
+        """At least one item got an answer (a run where every call failed measured nothing)."""
+        return any(r.answered for r in self.records)
+
 
 @dataclass
 class Progress:

@@ -194,6 +194,9 @@ class ProposeReport:
     accounting: dict[str, dict[str, float]]
 
 
+EXTRA_ASKED = 20  # at most this many more candidates asked of a proposer than the user wants
+
+
 def propose(
     documents: list[str],
     *,
@@ -243,14 +246,19 @@ def propose(
             f"the chosen documents hold {size} characters of passages; one proposer prompt takes at most "
             f"{PROMPT_CHARS}: propose from fewer --doc at a time"
         )
-    step = ProposeStep("golden.propose", load_prompt("propose", language), max_tokens=2048, json_schema=PROPOSE_SCHEMA)
-    results = client.map(step, [ProposeInput(t, n, passages, language) for t in wanted])
-
     path = Path(out) if out else default_candidates(inputs.golden_path)
     existing = [c for _, c in read_candidates(path)]
     golden_items = inputs.golden.items if inputs.golden else ()
     seen = {c.question.strip() for c in existing} | {i.question.strip() for i in golden_items}
     taken = {c.id for c in existing} | {i.id for i in golden_items}
+
+    # Ask for as many more as there are questions of the type already, so that the ones proposed
+    # before (a deterministic proposer proposes them again) do not leave fewer than n new ones.
+    def asked(t: str) -> int:
+        return n + min(EXTRA_ASKED, sum(1 for x in (*existing, *golden_items) if x.type == t))
+
+    step = ProposeStep("golden.propose", load_prompt("propose", language), max_tokens=2048, json_schema=PROPOSE_SCHEMA)
+    results = client.map(step, [ProposeInput(t, asked(t), passages, language) for t in wanted])
     added, failed = [], {}
     proposer = "offline-template" if client.is_offline else client.identity
     for t, result in zip(wanted, results, strict=True):
@@ -258,7 +266,10 @@ def propose(
             failed[t] = result.error or "failed"
             continue
         notes += [f"type {t}: {d}" for d in result.value.dropped]
-        for raw in [c for c in result.value.candidates if c.type == t][:n]:
+        new = 0
+        for raw in [c for c in result.value.candidates if c.type == t]:
+            if new == n:
+                break
             ids, unknown = resolve_labels(list(raw.labels), passages)
             if unknown:
                 notes.append(f"type {t}: {raw.question[:40]!r} cites unknown passage labels {', '.join(unknown)}")
@@ -268,6 +279,7 @@ def propose(
                 notes.append(f"type {t}: already proposed: {raw.question[:60]}")
                 continue
             seen.add(raw.question)
+            new += 1
             [cid] = next_ids(taken, [t])
             taken.add(cid)
             added.append(

@@ -41,16 +41,17 @@ def init_project(directory: str | Path = ".", *, language: str | None = None, co
     from ragtrack.spec import BUILTIN_VERSIONS, builtin_dir, builtin_set
 
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
     # --corpus is a path like any other on the command line (relative to where the command runs).
     corpus_path = Path(corpus) if corpus else root / "docs"
-    if corpus is None:
-        corpus_path.mkdir(exist_ok=True)
-    elif not corpus_path.exists():
+    if corpus is not None and not corpus_path.exists():
         raise RagtrackError(f"{corpus_path}: corpus not found (a folder of .md/.txt files or a .jsonl passage file)")
-    loaded = _corpus_or_none(corpus_path)
     if language is not None and language not in LANGUAGES:
         raise RagtrackError(f"unknown language {language!r}; expected one of: {', '.join(LANGUAGES)}")
+    loaded = _corpus_or_none(corpus_path) if corpus_path.exists() else None
+    # Only now, with every input checked: a mistyped command leaves no empty project behind.
+    root.mkdir(parents=True, exist_ok=True)
+    if corpus is None:
+        corpus_path.mkdir(exist_ok=True)
     language = language or (loaded.language if loaded else "en")
     spec_set = builtin_set(language)
     relative_corpus = _relative(corpus_path, root)

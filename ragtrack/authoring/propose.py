@@ -179,6 +179,10 @@ class _Material:
     df: Counter = field(init=False)
     n_docs: int = field(init=False)
     position: dict[str, int] = field(init=False)
+    # Per passage ID: the templates rank, filter and then use the same passages, and tokenising
+    # (jieba for Chinese) is the cost: once per passage, not once per look.
+    _keywords: dict[str, list[str]] = field(init=False, default_factory=dict)
+    _key_sentences: dict[str, str] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.df, self.n_docs = document_frequencies(p.text for p in self.passages)
@@ -187,19 +191,25 @@ class _Material:
     def label(self, p: Passage) -> str:
         return label(self.position[p.id] + 1)
 
-    def keywords(self, p: Passage, k: int = 8) -> list[str]:
-        return keywords(p.text, k, self.df, self.n_docs)
+    def keywords(self, p: Passage) -> list[str]:
+        if p.id not in self._keywords:
+            self._keywords[p.id] = keywords(p.text, 8, self.df, self.n_docs)
+        return self._keywords[p.id]
 
     def idf(self, word: str) -> float:
         return math.log((1 + self.n_docs) / (1 + self.df.get(word, 0)))
 
     def key_sentence(self, p: Passage) -> str:
         """The sentence with a number and the most distinctive words (first one on ties)."""
-        sentences = split_sentences(p.text)
-        if not sentences:
-            return ""
-        top = set(self.keywords(p))
-        return max(sentences, key=lambda s: (bool(_NUMBER.search(s)), len(set(content_tokens(s)) & top)))
+        if p.id not in self._key_sentences:
+            sentences = split_sentences(p.text)
+            top = set(self.keywords(p))
+
+            def score(s: str) -> tuple[bool, int]:
+                return bool(_NUMBER.search(s)), len(set(content_tokens(s)) & top)
+
+            self._key_sentences[p.id] = max(sentences, key=score) if sentences else ""
+        return self._key_sentences[p.id]
 
     def cloze(self, p: Passage) -> tuple[str, str] | None:
         """(sentence with one fact blanked out, the sentence): its first number, else its most distinctive word."""

@@ -152,14 +152,16 @@ class _Group(click.Group):
             raise
 
 
+_READS_A_STORE = {"versions", "compare", "promote", "ui"}
+
+
 @click.group(cls=_Group)
 @click.version_option(package_name="ragtrack")
 @click.option(
     "--root",
-    default=".",
-    show_default=True,
     type=click.Path(file_okay=False),
-    help="Project root (holds pipelines/, golden/, mlruns/, ragtrack.toml).",
+    help="Project root (holds pipelines/, golden/, mlruns/, ragtrack.toml).  [default: the nearest folder, "
+    "this one or above, with a ragtrack.toml or a pipelines/ folder; else this one]",
 )
 @click.pass_context
 def main(ctx: click.Context, root: str) -> None:
@@ -180,6 +182,19 @@ def main(ctx: click.Context, root: str) -> None:
     for c in (console, err):
         if not c.is_terminal:  # a pipe or a CI log: print tables whole, never cut to 80 columns
             c.width = MACHINE_WIDTH
+    if root is None:
+        from ragtrack.config import find_root
+
+        found = find_root()
+        if found is None and ctx.invoked_subcommand in _READS_A_STORE:
+            # Asked here, they would create an empty store and report that nothing was evaluated.
+            click.echo(
+                "error: not in a ragtrack project (no ragtrack.toml or pipelines/ here or above); "
+                "cd into one, pass --root, or start one with `ragtrack init`",
+                err=True,
+            )
+            sys.exit(2)
+        root = str(found or ".")
     ctx.obj = {"root": root}
 
 

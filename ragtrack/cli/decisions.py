@@ -12,7 +12,12 @@ from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, show, warn, 
 @main.command()
 @click.argument("version_a")
 @click.argument("version_b")
-@click.option("--golden", "golden_path", type=click.Path(dir_okay=False), help="Compare runs on this golden set.")
+@click.option(
+    "--golden",
+    "golden_path",
+    type=click.Path(dir_okay=False),
+    help="Compare runs on this golden set (default: the golden set of VERSION_B's latest eval).",
+)
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
@@ -23,6 +28,10 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     difference with a 95% bootstrap interval and a permutation p-value, and the items
     that got better or worse. Logged as a comparison run with a per-type plot, once per
     pair of eval runs: comparing the same two runs again reuses that run.
+
+    \b
+    Example:
+      ragtrack compare v1 v5            # each version's latest eval on the same golden set and judge
     """
     with cyclic_gc_paused():  # two runs' records, a few hundred resamplings and one plot
         from ragtrack import report as view
@@ -71,6 +80,11 @@ def promote(
     """Make VERSION the champion if it beats the current one on correctness without
     regressing groundedness (same golden set, same judge). Exit status 0 when promoted
     (or, with --dry-run, when it would be), 1 when refused — usable as a CI gate.
+
+    \b
+    Examples:
+      ragtrack promote v5 --dry-run     # what the rule decides, the alias untouched
+      ragtrack promote v5 --margin 0.1 --require-significance
     """
     with cyclic_gc_paused():  # two runs' records, their statistics and an alias move
         from ragtrack import report as view

@@ -9,6 +9,8 @@ import click
 from rich.markup import escape
 
 from ragtrack.cli import LLM_HELP, MARKDOWN, console, cyclic_gc_paused, err, main, show, warn, write_markdown
+from ragtrack.cli.corpus import CORPUS_HELP
+from ragtrack.cli.golden import GOLDEN_HELP
 
 
 class ItemProgress:
@@ -80,11 +82,9 @@ def _duration(seconds: float) -> str:
     "--golden",
     "golden_path",
     type=click.Path(dir_okay=False),
-    help="Golden set JSONL (default: from ragtrack.toml or golden/golden.jsonl).",
+    help=GOLDEN_HELP,
 )
-@click.option(
-    "--corpus", "corpus_path", type=click.Path(), help="Corpus: a .jsonl passage file or a folder of .md/.txt."
-)
+@click.option("--corpus", "corpus_path", type=click.Path(), help=CORPUS_HELP)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N golden items (a different golden digest).")
 @click.option("--llm", help="LLM for the agent's steps, overriding the spec: " + LLM_HELP)
 @click.option("--judge", help="Judge LLM: " + LLM_HELP + "  [default: offline]")
@@ -121,7 +121,14 @@ def eval_cmd(
     Retrieval metrics come from context IDs (recall, precision, MRR, hit rate,
     nDCG); judge metrics (correctness, groundedness, relevance, organization)
     from --judge. An interrupted eval resumes where it stopped when you run the
-    same command again.
+    same command again, asking again the items whose agent call or judge failed.
+
+    \b
+    Examples:
+      ragtrack eval --version v5                      # offline: built-in heuristic judges
+      ragtrack eval --version v5 --judge deepseek     # a [profiles.deepseek] of ragtrack.toml
+      ragtrack eval --version pipelines/examples/dify-app.toml --corpus golden/dify-kb.jsonl
+      ragtrack eval --version v5 --markdown "$GITHUB_STEP_SUMMARY"   # in CI
     """
     with cyclic_gc_paused() as resume:  # set-up makes long-lived objects; items allocate without bound
         from ragtrack import report as view
@@ -177,6 +184,10 @@ def eval_cmd(
         warn(message, style="bold yellow")
     for warning in view.eval_warnings(report.metrics):
         warn(warning)
+    if errors := view.error_lines(report.records):
+        err.print("[bold]Errors[/] (items.jsonl in the run holds each item's)")
+        for line in errors:
+            err.print(f"  {escape(line)}", highlight=False)
     if report.findings:
         console.print("[bold]Diagnosis[/] (retrieval first, then generation)")
         console.print(render(report.findings), markup=False, highlight=False)
@@ -189,4 +200,6 @@ def eval_cmd(
         f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {report.tracking_uri})"
     )
     write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
-    sys.exit(0 if report.complete else 1)
+    if report.records and not report.measured:
+        err.print("[bold red]no question got an answer:[/] nothing was measured (see the errors above)")
+    sys.exit(0 if report.complete and report.measured else 1)

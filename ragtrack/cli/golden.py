@@ -65,8 +65,9 @@ def golden_validate(ctx, golden_path, corpus_path):
 
     check = check_golden(root=ctx.obj["root"], corpus_path=corpus_path, golden_path=golden_path)
     corpus, gold = check.corpus, check.golden
+    verdict = "[green]ok[/]" if check.ready else "[bold red]not ready[/]"  # eval would refuse it
     console.print(
-        f"[green]ok[/] {len(gold)} items, {len(corpus)} passages in {len(corpus.documents)} documents; "
+        f"{verdict} {len(gold)} items, {len(corpus)} passages in {len(corpus.documents)} documents; "
         f"digest {gold.digest}"
     )
     for line in warning_summary(corpus.warnings):
@@ -76,7 +77,7 @@ def golden_validate(ctx, golden_path, corpus_path):
     if check.stale:
         err.print(
             f"{len(check.stale)} item(s) have stale GT: check their answers, then "
-            "`ragtrack golden fingerprint --item ID` (eval refuses them unless --allow-stale)"
+            "`ragtrack golden fingerprint --id ID` (eval refuses them unless --allow-stale)"
         )
     if check.unanswered:
         err.print(
@@ -264,7 +265,9 @@ def golden_audit(ctx, item_ids, report_path, llm, language, no_cache, golden_pat
 
 
 @golden.command("fingerprint")
-@click.option("--item", "item_ids", multiple=True, help="Re-baseline these items (after checking their answers).")
+@click.option(
+    "--id", "--item", "item_ids", multiple=True, help="Re-baseline these items (after checking their answers)."
+)
 @click.option("--all", "everything", is_flag=True, help="Every item.")
 @golden_options
 @click.pass_context

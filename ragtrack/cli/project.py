@@ -11,7 +11,12 @@ from ragtrack.cli import console, err, main, warn
 
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
-@click.option("--lang", "language", type=click.Choice(["zh", "en"]), help="Language of the corpus and prompts.")
+@click.option(
+    "--lang",
+    "language",
+    type=click.Choice(["zh", "en"]),
+    help="Language of the corpus and prompts (default: detected from the corpus; en without one).",
+)
 @click.option(
     "--corpus",
     "corpus_path",
@@ -19,9 +24,14 @@ from ragtrack.cli import console, err, main, warn
     help="Your documents: a folder of .md/.markdown/.txt files or a .jsonl passage file (default: DIRECTORY/docs).",
 )
 def init(directory, language, corpus_path):
-    """Start a project in DIRECTORY: ragtrack.toml, pipelines/ v1-v5 with prompts in your language,
-    an example golden set with one item per type taken from your documents, and a README with the
-    next commands. Existing files are kept."""
+    """Start a project in DIRECTORY (default: this folder): ragtrack.toml, pipelines/ v1-v5 with
+    prompts in your language, an example golden set with one item per type taken from your
+    documents, and a README with the next commands. Existing files are kept.
+
+    \b
+    Example:
+      ragtrack init qa-eval --corpus ~/docs/handbook   # then: cd qa-eval && ragtrack eval --version v1
+    """
     from ragtrack.api import init_project
 
     report = init_project(directory, language=language, corpus=corpus_path)

@@ -28,6 +28,7 @@ def _summarise(records: list[ItemRecord], judges: list[str], scope: str) -> dict
         out[m.key(m.UNMAPPED_SHARE, scope)] = sum(1 for c in contexts if not c.passage_ids) / len(contexts)
     if scope == m.ALL:
         out[m.AGENT_ERRORS] = float(sum(1 for r in records if r.errors))
+        out[m.UNANSWERED] = float(sum(1 for r in records if not r.answered))
     for judge in judges:
         scored = [r for r in records if judge in r.judges and r.judges[judge].score is not None]
         out[m.key(m.judge_count(judge), scope)] = float(len(scored))

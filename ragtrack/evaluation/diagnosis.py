@@ -43,6 +43,11 @@ def _largest(records: list[ItemRecord], n: int = 3) -> tuple[tuple[str, float], 
     return tuple(sorted(sized, key=lambda x: (-x[1], x[0]))[:n])
 
 
+def _of_5(metrics: dict[str, float], judge: str) -> str:
+    """A judge mean as the tables show it (1–5): the thresholds are on the 0–1 form, the reader is not."""
+    return f"{metrics[judge]:.2f} of 5"
+
+
 def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds = Thresholds()) -> list[Finding]:
     """Apply the diagnosis rules to one run's aggregate metrics."""
     out: list[Finding] = []
@@ -90,10 +95,10 @@ def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds
     if grounded is not None and grounded < t.groundedness:
         out.append(
             Finding(
-                f"low groundedness ({grounded:.2f})",
+                f"low groundedness ({_of_5(metrics, 'groundedness')})",
                 "the generator adds claims the contexts do not support",
                 "tighten the prompt to the contexts only, lower temperature, or change the generator model",
-                _worst(records, "groundedness_norm"),
+                _worst(records, "groundedness"),
             )
         )
     if relevant is not None and relevant < t.relevance:
@@ -103,7 +108,8 @@ def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds
         else:
             meaning = "answers drift from the question"
             fixes = "sharpen the task instruction in the answer prompt"
-        out.append(Finding(f"low relevance ({relevant:.2f})", meaning, fixes, _worst(records, "relevance_norm")))
+        symptom = f"low relevance ({_of_5(metrics, 'relevance')})"
+        out.append(Finding(symptom, meaning, fixes, _worst(records, "relevance")))
     return out
 
 

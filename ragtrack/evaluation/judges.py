@@ -104,10 +104,10 @@ def _to_score(value: object) -> int:
         value = float(m.group(1))
     if not isinstance(value, int | float):
         raise ParseError(f"score has type {type(value).__name__}")
-    if float(value) != int(value):
-        raise ParseError(f"score {value} is not an integer")
-    if not 1 <= int(value) <= 5:
+    if not 1 <= value <= 5:  # also NaN and infinities, which JSON parsers accept
         raise ParseError(f"score {value} is outside 1-5")
+    if value != int(value):
+        raise ParseError(f"score {value} is not an integer")
     return int(value)
 
 
@@ -124,7 +124,8 @@ def parse_verdict(text: str) -> Verdict:
         data = None
     if isinstance(data, dict) and ("score" in data or "Score" in data):
         score = _to_score(data.get("score", data.get("Score")))
-        return Verdict(score, str(data.get("reason", data.get("Reason", ""))).strip())
+        reason = data.get("reason", data.get("Reason"))
+        return Verdict(score, "" if reason is None else str(reason).strip())
     m = _SCORE.search(text or "")
     if not m:
         raise ParseError("no score in the reply")

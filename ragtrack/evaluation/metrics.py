@@ -16,7 +16,9 @@ identical for every version, so MLflow's compare view lines runs up.
   (logged and shown, never compared or gated): ``retrieval_n`` (items whose
   reply said what it retrieved: the retrieval means cover these),
   ``unmapped_share`` (share of retrieved contexts that map to no corpus
-  passage) and ``agent_errors``.
+  passage), ``agent_errors`` (items on which the agent reported any error) and
+  ``unanswered`` (items it gave no answer for: not judged, so a judge mean then
+  covers fewer items than the run holds).
 * a paired comparison with another run, logged for display: ``delta/<key>``,
   ``delta_ci_low/<key>``, ``delta_ci_high/<key>`` (95% interval) and ``delta_p/<key>``;
 * what the LLM work cost, under ``usage/`` (``usage/<agent|judge>/<step>/<figure>``,
@@ -77,7 +79,7 @@ RETRIEVAL: Registry[Metric] = Registry(
 # Per-item names that are another name for a registered metric.
 ALIASES = {"reciprocal_rank": "mrr"}
 
-RETRIEVAL_N, UNMAPPED_SHARE, AGENT_ERRORS = "retrieval_n", "unmapped_share", "agent_errors"
+RETRIEVAL_N, UNMAPPED_SHARE, AGENT_ERRORS, UNANSWERED = "retrieval_n", "unmapped_share", "agent_errors", "unanswered"
 CONTEXT_FIGURES: Registry[Metric] = Registry(
     "context figure",
     {
@@ -93,6 +95,12 @@ CONTEXT_FIGURES: Registry[Metric] = Registry(
         ),
         AGENT_ERRORS: Metric(
             AGENT_ERRORS, "items on which the agent reported an error", upper=math.inf, higher_is_better=False
+        ),
+        UNANSWERED: Metric(
+            UNANSWERED,
+            "items the agent gave no answer for (its call failed or its reply could not be read): not judged",
+            upper=math.inf,
+            higher_is_better=False,
         ),
     },
 )

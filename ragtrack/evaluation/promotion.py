@@ -106,6 +106,11 @@ def partial_means(run: RunSummary) -> list[str]:
     return [j for j in (CRITERION, GUARD) if run.metrics.get(m.judge_count(j), items) < items]
 
 
+def _why_partial(run: RunSummary) -> str:
+    unanswered = int(run.metrics.get(m.UNANSWERED, 0))
+    return f"{unanswered} questions got no answer" if unanswered else "judge errors"
+
+
 def decide(
     challenger: RunSummary,
     champion: Champion | None,
@@ -138,8 +143,8 @@ def decide(
         )
     if (partial := partial_means(challenger)) and not rule.allow_partial:
         refuse(
-            f"{challenger.version}'s {', '.join(partial)} mean covers fewer than all items (judge errors); "
-            "pass --allow-partial to decide anyway"
+            f"{challenger.version}'s {', '.join(partial)} mean covers fewer than all items "
+            f"({_why_partial(challenger)}); pass --allow-partial to decide anyway"
         )
     for gate in decision.gates:
         if not gate.passed:
@@ -164,7 +169,10 @@ def decide(
     if incumbent.substituted and not rule.allow_substitutes:
         refuse("the champion's eval used substituted models; pass --allow-substitutes to compare anyway")
     if (partial := partial_means(incumbent)) and not rule.allow_partial:
-        refuse(f"the champion's {', '.join(partial)} mean covers fewer than all items; pass --allow-partial")
+        refuse(
+            f"the champion's {', '.join(partial)} mean covers fewer than all items ({_why_partial(incumbent)}); "
+            "pass --allow-partial"
+        )
 
     paired = paired or {}
     if CRITERION not in paired or GUARD not in paired:

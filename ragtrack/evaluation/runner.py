@@ -5,7 +5,8 @@ dies half way keeps what it finished; starting the same eval again resumes
 from there. One bad item (a failed LLM call, an unreadable verdict) is
 recorded on that item and the run goes on; only an endpoint that keeps
 failing (:class:`CircuitOpenError`) stops the run early — cleanly, with every
-finished item kept.
+finished item kept. A resumed eval asks the failed items again: an endpoint
+that was down is the reason to resume.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Checkpoint:
         self._lock = threading.Lock()
 
     def load(self) -> tuple[dict, dict[str, ItemRecord], dict[str, Usage]]:
+        """The header, the items to keep (their last record, if :attr:`~ItemRecord.settled`: an item
+        whose agent call or a judge failed is asked again) and the build usage."""
         header: dict = {}
         records: dict[str, ItemRecord] = {}
         build: dict[str, Usage] = {}
@@ -65,7 +68,7 @@ class Checkpoint:
                     build.setdefault(step, Usage()).add(Usage.from_json(usage))
             else:
                 records[row["id"]] = ItemRecord.from_json(row)
-        return header, records, build
+        return header, {k: r for k, r in records.items() if r.settled}, build
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,19 +180,22 @@ def _pipeline(
                 except CircuitOpenError as e:
                     stopped = stopped or str(e)
                     continue
-                if work.output is None:  # an answer: one judge call per judge
+                if work.output is None:  # an answer: one judge call per judge (none without an answer)
                     work.output = result
-                    inp = judge_input(work.item, result)
-                    for name in panel.steps:
-                        judging[judges.submit(panel.judge, inp, (name,))] = work
-                        work.waiting += 1
-                    continue
-                verdicts, usage = result
-                work.verdicts.update(verdicts)
-                work.usage.update(usage)
-                work.waiting -= 1
+                    if result.answered:
+                        inp = judge_input(work.item, result)
+                        for name in panel.steps:
+                            judging[judges.submit(panel.judge, inp, (name,))] = work
+                            work.waiting += 1
+                        continue
+                else:
+                    verdicts, usage = result
+                    work.verdicts.update(verdicts)
+                    work.usage.update(usage)
+                    work.waiting -= 1
                 if work.waiting == 0:
-                    ordered = {name: work.verdicts[name] for name in panel.steps}  # record in judge order
+                    # In judge order; none for an item the agent gave no answer for.
+                    ordered = {name: work.verdicts[name] for name in panel.steps if name in work.verdicts}
                     k = agent.top_k or len(work.output.contexts)
                     latency = time.monotonic() - work.started
                     finish(item_record(work.item, work.output, ordered, work.usage, k, latency))

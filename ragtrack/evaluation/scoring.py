@@ -63,13 +63,14 @@ def item_record(
             StageRecord(s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts])
             for s in output.stages
         ],
+        answered=output.answered,
     )
 
 
 def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
-    """Every judge's verdict on the output, then its record. Raises
-    :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
-    verdicts, judge_usage = panel.judge(judge_input(item, output))
+    """Every judge's verdict on the output (none when the agent gave no answer), then its record.
+    Raises :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
+    verdicts, judge_usage = panel.judge(judge_input(item, output)) if output.answered else ({}, {})
     return item_record(item, output, verdicts, judge_usage, k, latency_s)
 
 

@@ -70,8 +70,9 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             min_concurrency=p.min_concurrency or config.eval.min_concurrency,
             memory=memory,
         )
-    known = ", ".join(["offline", "openai:<model>", "local:<path|smollm2>", *config.profiles])
-    raise RagtrackError(f"unknown LLM {name!r}; expected one of: {known}")
+    from ragtrack.config import llm_name_problem
+
+    raise RagtrackError(llm_name_problem(name, config.profiles) or name)
 
 
 _limiters: dict[str, AdaptiveLimiter] = {}
@@ -99,7 +100,8 @@ def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM
     backend = make_backend(name, config)
     return LLM(
         backend,
-        cache_dir=(config.cache_dir / "llm") if use_cache else None,
+        cache_dir=config.cache_dir / "llm",
+        read_cache=use_cache,
         prices=config.price_table,
         limiter=endpoint_limiter(backend, endpoint_memory(config)) if backend else None,
     )

@@ -120,12 +120,16 @@ class LLM:
         backend: ChatBackend | None = None,
         *,
         cache_dir: str | Path | None = None,
+        read_cache: bool = True,
         retry: RetryPolicy | None = None,
         prices: dict[str, Price] | None = None,
         limiter: AdaptiveLimiter | None = None,
     ):
+        """``cache_dir`` keeps every reply a step could read; ``read_cache=False`` asks again
+        instead of reading them (``--no-cache``) and still keeps the new ones."""
         self.backend = backend
         self.cache = CompletionCache(cache_dir) if cache_dir and backend else None
+        self.read_cache = read_cache
         self.retry = retry or RetryPolicy()
         self.price = (prices or {}).get(self.model_name, Price())
         self.accounting = Accounting()
@@ -179,11 +183,11 @@ class LLM:
         params = ChatParams(temperature=step.temperature, max_tokens=step.max_tokens, json_schema=step.json_schema)
         messages = step.messages(inp)
         try:
-            first = self._complete(step.name, messages, params, usage)
+            first, first_cached = self._complete(step.name, messages, params, usage)
         except (TransientError, PermanentError) as e:
             return self._failed(usage, f"call failed: {e}", endpoint_down=True)
         try:
-            return StepResult(step.parse(first.text), raw=first.text, usage=usage)
+            return StepResult(self._parse(step, messages, params, first, first_cached), raw=first.text, usage=usage)
         except ParseError as e:
             error = str(e)
 
@@ -194,13 +198,29 @@ class LLM:
             {"role": "user", "content": REPAIR_INSTRUCTION.format(error=error)},
         ]
         try:
-            second = self._complete(step.name, repair, params, usage)
+            second, second_cached = self._complete(step.name, repair, params, usage)
         except (TransientError, PermanentError) as e:
             return self._failed(usage, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
         try:
-            return StepResult(step.parse(second.text), raw=second.text, usage=usage)
+            return StepResult(self._parse(step, repair, params, second, second_cached), raw=second.text, usage=usage)
         except ParseError as e:
             return self._failed(usage, f"parse: {e}", f"{first.text}\n--- repair ---\n{second.text}")
+
+    def _parse(
+        self, step: Step[I, O], messages: list[Message], params: ChatParams, completion: Completion, cached: bool
+    ) -> O:
+        """``step.parse`` of a reply, which is untrusted text: whatever a parser meets that it did not
+        foresee is a :class:`ParseError` of this reply, never the run's crash. Only a reply that
+        parses is cached: one that did not is asked again next time (after an interruption, say)."""
+        try:
+            value = step.parse(completion.text)
+        except ParseError:
+            raise
+        except Exception as e:  # any exception: see the docstring
+            raise ParseError(f"unreadable reply ({type(e).__name__}: {e})") from e
+        if self.cache and not cached:
+            self.cache.put(cache_key(self.identity, messages, params), completion)
+        return value
 
     def map(self, step: Step[I, O], inputs: list[I]) -> list[StepResult[O]]:
         """Run ``step`` over many inputs; results in input order.
@@ -222,13 +242,17 @@ class LLM:
             self.circuit.failure(error)
         return StepResult(value=None, error=error, raw=raw, usage=usage)
 
-    def _complete(self, step: str, messages: list[Message], params: ChatParams, usage: Usage) -> Completion:
-        """One completion, from the cache or the backend with retries; counted in ``usage``."""
+    def _complete(
+        self, step: str, messages: list[Message], params: ChatParams, usage: Usage
+    ) -> tuple[Completion, bool]:
+        """One completion and whether it came from the cache (else from the backend, with retries);
+        counted in ``usage``."""
         assert self.backend is not None
-        key = cache_key(self.backend.identity, messages, params)
-        if self.cache and (hit := self.cache.get(key)) is not None:
-            usage.cached += 1
-            return hit
+        if self.cache and self.read_cache:
+            hit = self.cache.get(cache_key(self.identity, messages, params))
+            if hit is not None:
+                usage.cached += 1
+                return hit, True
         backend = self.backend
         completion, latency = call_with_retries(
             lambda: backend.chat(messages, params), self.retry, self.limiter, usage, step
@@ -241,6 +265,4 @@ class LLM:
         usage.truncated += int(completion.truncated)
         usage.cost_usd += self.price.cost(completion.tokens_in, completion.tokens_out)
         usage.latencies.append(latency)
-        if self.cache:
-            self.cache.put(key, completion)
-        return completion
+        return completion, False

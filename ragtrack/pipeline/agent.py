@@ -291,6 +291,7 @@ class PipelineAgent:
             errors=errors + generation.errors,
             usage=usage,
             stages=stages,
+            answered=generation.answered,
         )
 
     @staticmethod

@@ -133,6 +133,7 @@ class OutlineStep(Step[OutlineInput, tuple[str, ...]]):
 class Generation:
     answer: str = ""
     outline: tuple[str, ...] = ()
+    answered: bool = True  # False: the answer step failed (its error is in ``errors``)
     errors: list[str] = field(default_factory=list)
     usage: dict[str, Usage] = field(default_factory=dict)
 
@@ -164,7 +165,8 @@ class DirectGenerator:
 
     def _answer(self, question: str, contexts: list[Chunk], out: Generation) -> Generation:
         inp = AnswerInput(question, tuple(c.text for c in contexts), out.outline)
-        out.answer = out.run(self.llm, self.answer_step, inp) or ""
+        answer = out.run(self.llm, self.answer_step, inp)
+        out.answer, out.answered = answer or "", answer is not None
         return out
 
 

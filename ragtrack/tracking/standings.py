@@ -21,6 +21,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import compare_records, overall
 from ragtrack.evaluation.promotion import Champion, Rule, Standing, decide
 from ragtrack.records import ItemRecord, RunSummary
+from ragtrack.spec import version_order
 from ragtrack.tracking import descriptions
 from ragtrack.tracking.compare import comparison_metrics, per_type_plot
 from ragtrack.tracking.models import describe_logged_model
@@ -165,7 +166,7 @@ def describe_experiment(store: Store, current: RunSummary | None = None) -> None
         descriptions.experiment(
             champion,
             since[0] if since else None,
-            sorted(latest.values(), key=lambda r: r.version),
+            sorted(latest.values(), key=lambda r: version_order(r.version)),
             view,
             descriptions.Links(store.registered_model),
         )

@@ -66,6 +66,7 @@ class Tag:
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
     ITEM_ID = "ragtrack.item_id"  # traces: the golden item
     ITEM_TYPE = "ragtrack.item_type"  # traces: its question type
+    RECORD = "ragtrack.record"  # traces: the digest of the item record the trace shows
     WARNING_PREFIX = "ragtrack.warning."  # eval runs: one tag per agent warning (language_mismatch, ...)
 
     @staticmethod

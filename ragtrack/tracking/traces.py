@@ -99,20 +99,25 @@ def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
 
 
 def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
-    """The items that have a complete trace; any other trace of an item is deleted, to be logged again.
+    """The items that have a complete trace of their current record; any other trace of an item is
+    deleted, to be logged again.
 
     A trace and its assessments are written together, but its spans may reach the store first:
     a process killed in between leaves a trace without its assessments, and that item is traced
     again, not left half-told. (Traces logged before assessments rode with them have them
-    written after the trace, the first judge's feedback last: the same test holds.)
+    written after the trace, the first judge's feedback last: the same test holds.) An item
+    asked again when the eval resumed (its agent call or a judge had failed) has a new record:
+    the trace of the old one names another digest.
     """
     last = {r.id: _last_assessment(r) for r in records}
+    digests = {r.id: r.digest for r in records}
     done: set[str] = set()
     stale: list[str] = []
     for item, infos in item_traces(store, run_id).items():
         for info in infos:
             names = {a.name for a in info.assessments or ()}
-            if item in last and item not in done and last[item] in names:
+            shown = info.tags.get(Tag.RECORD, digests.get(item))  # untagged: from before digests were tagged
+            if item in last and item not in done and last[item] in names and shown == digests[item]:
                 done.add(item)
             else:
                 stale.append(info.trace_id)
@@ -150,7 +155,7 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
         span_type=SpanType.AGENT,
         inputs={"item_id": r.id, "type": r.type, "question": r.question},
         attributes={"retrieved_passage_ids": r.retrieved_passage_ids, "gt_passage_ids": r.gt_context_ids},
-        tags={Tag.ITEM_ID: r.id, Tag.ITEM_TYPE: r.type, Tag.VERSION: run.version},
+        tags={Tag.ITEM_ID: r.id, Tag.ITEM_TYPE: r.type, Tag.VERSION: run.version, Tag.RECORD: r.digest},
         metadata=metadata,
         experiment_id=store.experiment_id,
         start_time_ns=start,
