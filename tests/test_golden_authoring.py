@@ -154,6 +154,9 @@ def test_accept_after_a_crash_between_its_two_writes_finishes_the_move(project):
     assert result.exit_code == 0 and "already in the golden set" in result.output
     assert [i["id"] for i in lines(project / "golden.jsonl")] == ["a001"]
     assert "a001" not in {c["id"] for c in lines(project / "candidates.jsonl")}
+    result = run(project, "golden", "accept", "--id", "a001")  # once more: not a typo, and it says so
+    assert result.exit_code == 2 and "no candidate a001 in" in result.output
+    assert "(a001 already in the golden set)" in result.output
 
 
 def test_propose_rejects_multi_document_types_for_one_document_and_dedupes(project):

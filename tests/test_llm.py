@@ -116,6 +116,17 @@ def test_persistent_failures_open_the_circuit_instead_of_hanging():
     assert len(results) == FAST.max_consecutive_failures - 1 and not any(r.ok for r in results)
 
 
+def test_a_refused_key_opens_the_circuit_at_once_and_other_client_errors_do_not():
+    with FakeOpenAIServer(reply=lambda r: "ok") as server:
+        server.inject(Fault("401"))
+        with pytest.raises(CircuitOpenError, match="refused the API key: HTTP 401"):
+            client(server).run(EchoStep("echo"), "x")
+        assert len(server.log.requests) == 1, "not retried, and no second call"
+        server.inject(Fault("400"))  # one bad request is that item's error: the next call goes on
+        llm = client(server)
+        assert not llm.run(EchoStep("echo"), "x").ok and llm.run(EchoStep("echo"), "y").ok
+
+
 def test_runaway_generation_is_cut_and_counted():
     with FakeOpenAIServer(reply=lambda r: "ok") as server:
         server.inject(Fault("runaway"))

@@ -106,13 +106,16 @@ def accept(
     finds the items already there and only removes them from the candidates.
     """
     rows = read_candidates(candidates_path)
+    existing = {i.id: i for i in golden.items} if golden else {}
     if not rows:
         raise RagtrackError(f"no candidates in {candidates_path}; run `ragtrack golden propose` first")
     by_id = {c.id: (n, c) for n, c in rows}
     if ids:
         unknown = [i for i in ids if i not in by_id]
         if unknown:
-            raise RagtrackError(f"no candidate {', '.join(unknown)} in {candidates_path}")
+            accepted = [i for i in unknown if i in existing]  # accepted before: not a typo
+            hint = f" ({', '.join(accepted)} already in the golden set)" if accepted else ""
+            raise RagtrackError(f"no candidate {', '.join(unknown)} in {candidates_path}{hint}")
         chosen = [by_id[i] for i in ids]
     else:
         chosen = [(n, c) for n, c in rows if c.status == "accepted"]
@@ -121,7 +124,6 @@ def accept(
                 f'no candidate in {candidates_path} has "status": "accepted"; mark the ones you reviewed, '
                 "or name them with --id"
             )
-    existing = {i.id: i for i in golden.items} if golden else {}
     problems: list[Problem] = []
     new: list[GoldenItem] = []
     already: list[str] = []

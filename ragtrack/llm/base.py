@@ -51,6 +51,15 @@ class TransientError(CallError):
 class PermanentError(CallError):
     """A failure that a retry cannot fix (400, auth, unknown model)."""
 
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """The endpoint refused the credentials (401, 403): every later call would fail alike."""
+        return self.status in (401, 403)
+
 
 @dataclass(frozen=True)
 class ChatParams:

@@ -81,6 +81,10 @@ class Circuit:
         if n >= self.limit:
             raise CircuitOpenError(f"{n} {self.what} failed in a row against {self.where}; last: {error}")
 
+    def refused(self, error: str) -> None:
+        """The endpoint refused the key: no later call can succeed, so stop now, not after ``limit``."""
+        raise CircuitOpenError(f"{self.where} refused the API key: {error}")
+
 
 def call_with_retries(
     call: Callable[[], T], retry: RetryPolicy, limiter: AdaptiveLimiter, usage: Usage, step: str
@@ -185,6 +189,9 @@ class LLM:
         try:
             first, first_cached = self._complete(step.name, messages, params, usage)
         except (TransientError, PermanentError) as e:
+            if isinstance(e, PermanentError) and e.refused:
+                usage.failed += 1
+                self.circuit.refused(redact(str(e)))
             return self._failed(usage, f"call failed: {e}", endpoint_down=True)
         try:
             return StepResult(self._parse(step, messages, params, first, first_cached), raw=first.text, usage=usage)

@@ -46,7 +46,7 @@ def default_reply(request: dict[str, Any]) -> str:
 class Fault:
     """One injected misbehaviour, consumed by the next request."""
 
-    kind: str  # "429" | "500" | "503" | "401" | "slow" | "malformed" | "truncated" | "runaway" | "drop"
+    kind: str  # "429" | "500" | "503" | "400" | "401" | "slow" | "malformed" | "truncated" | "runaway" | "drop"
     seconds: float = 0.0  # Retry-After for 429, delay for "slow"
 
 
@@ -192,6 +192,8 @@ class FakeOpenAIServer:
                     if fault.kind == "401":  # like OpenAI, quote the key that was sent
                         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                         return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+                    if fault.kind == "400":  # a request this endpoint will not take (too long, say)
+                        return self._send(400, {"error": {"message": "bad request"}})
                     if fault.kind in ("500", "503"):
                         return self._send(int(fault.kind), {"error": {"message": "server error"}})
                     if fault.kind == "slow":

@@ -109,7 +109,7 @@ class OpenAIBackend:
                 except ValueError:
                     retry_after = None
             return TransientError(f"HTTP {status}", retry_after=retry_after, overload=status in (429, 503))
-        return PermanentError(f"HTTP {status}: {getattr(e, 'message', e)}")
+        return PermanentError(f"HTTP {status}: {getattr(e, 'message', e)}", status)
 
     @staticmethod
     def _completion(response: Any, latency: float) -> Completion:
