@@ -8,7 +8,6 @@ config file at all. API keys are never stored here: a profile names the
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,13 +17,12 @@ from pydantic import (
     Field,
     StrictFloat,
     StrictInt,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from ragtrack.errors import InputError, Problem, problems_from_validation
-from ragtrack.files import read_text
+from ragtrack import tomlfile
+from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Price
 from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.secrets import EnvName, declare
@@ -171,15 +169,7 @@ def load_config(root: str | Path = ".") -> ProjectConfig:
     path = root / CONFIG_FILE
     if not path.is_file():
         return ProjectConfig(root=root)
-    try:
-        raw = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as e:
-        raise InputError([Problem(str(path), f"bad TOML: {e}")]) from None
-    try:
-        config = ProjectConfig(root=root, **raw)
-    except ValidationError as e:
-        raise InputError(problems_from_validation(str(path), e, data=raw)) from None
-    except TypeError as e:  # a top-level value that is not a table
-        raise InputError([Problem(str(path), str(e))]) from None
+    raw, text = tomlfile.load(path)
+    config = tomlfile.validate(ProjectConfig, raw, path, text, root=root)
     declare(*(p.api_key_env for p in config.profiles.values()))
     return config

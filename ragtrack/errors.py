@@ -7,11 +7,14 @@ line and field (``golden.jsonl:6: type: unknown value 'Q'``).
 
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
 
 class RagtrackError(Exception):
@@ -65,19 +68,21 @@ def problems_from_validation(
     *,
     noun: str = "key",
     data: object = None,
+    model: type[BaseModel] | None = None,
 ) -> list[Problem]:
     """A pydantic validation error → one :class:`Problem` per failure, in words a user reads.
 
     ``noun`` is what the format calls its names ("key" in TOML, "field" in JSON).
     Given the validated ``data``, location parts that are not keys of it (the tags
-    pydantic adds for a discriminated union) are left out of the field path.
+    pydantic adds for a discriminated union) are left out of the field path. Given
+    the ``model``, an unknown name is answered with the name it most resembles.
     """
     problems = []
     for err in error.errors():
         loc = _key_path(err["loc"], data)
         kind, ctx = err["type"], err.get("ctx") or {}
         if kind == "extra_forbidden":
-            message = f"unknown {noun}"
+            message = f"unknown {noun}{_did_you_mean(err['loc'], model)}"
         elif kind == "missing":
             message = f"required {noun} is missing"
         elif kind == "literal_error":
@@ -105,3 +110,50 @@ def _key_path(loc: tuple, data: object) -> list[str]:
         else:
             node = None
     return path
+
+
+def _did_you_mean(loc: tuple, model: type[BaseModel] | None) -> str:
+    """ " (did you mean 'judge'?)" for a misspelt name, else " (known: …)" for a short list of the
+    names that are allowed where it stands; nothing when the model does not say."""
+    known = sorted(_names_at(model, loc[:-1])) if model is not None else []
+    if not known:
+        return ""
+    if close := difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6):
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known: {', '.join(known)})" if len(known) <= 12 else ""
+
+
+def _names_at(model: type[BaseModel], loc: tuple) -> set[str]:
+    """The field names allowed inside ``loc`` of ``model``: follows nested models, dict values,
+    list items and union members (a union tag in ``loc`` keeps the members that declare it)."""
+    from pydantic import BaseModel
+
+    current = _members(model)
+    for part in loc:
+        following = []
+        for t in current:
+            origin, args = typing.get_origin(t), typing.get_args(t)
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                if part in t.model_fields:
+                    following += _members(t.model_fields[part].annotation)
+                elif any(part in _literals(f.annotation) for f in t.model_fields.values()):
+                    following.append(t)  # a discriminated union's tag: this member is the one
+            elif origin is dict and len(args) == 2:
+                following += _members(args[1])
+            elif origin in (list, tuple) and args and isinstance(part, int):
+                following += _members(args[0])
+        current = following
+    return {name for t in current if isinstance(t, type) and issubclass(t, BaseModel) for name in t.model_fields}
+
+
+def _members(annotation: object) -> list:
+    """An annotation without its Annotated wrapper, as the list of its union's members."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _members(arg)]
+    return [annotation]
+
+
+def _literals(annotation: object) -> tuple:
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()

@@ -175,7 +175,7 @@ def read_models(path: Path, model: type[Model], what: str) -> tuple[list[tuple[i
         try:
             obj = model.model_validate(row)
         except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field")
+            problems += problems_from_validation(str(path), e, n, noun="field", model=model)
             continue
         if obj.id in first_line:
             first = first_line[obj.id]

@@ -16,16 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from ragtrack import tomlfile
 from ragtrack.agent import AGENT_KINDS
-from ragtrack.errors import InputError, Problem, problems_from_validation
+from ragtrack.errors import InputError, Problem
 from ragtrack.files import read_text
 from ragtrack.registry import UnknownNameError
 
@@ -161,17 +161,11 @@ def resolve_spec_path(version: str, pipelines_dir: str | Path = "pipelines", lan
 def _misnamed(path: Path, text: str, declared: object) -> Problem:
     """A copied spec that kept its original's name would be logged, registered and promoted as that
     version, overwriting its history: refused, at the line that says it."""
-    line, table = None, ""
-    for n, s in enumerate(text.splitlines(), 1):
-        table = s.strip() if s.strip().startswith("[") else table
-        if table == "[version]" and re.match(r"\s*name\s*=", s):
-            line = n
-            break
     message = (
         f"declares name {declared!r}, but the file is {path.name}: the file name is the version's name "
         f"(set name = {path.stem!r}, or leave it out)"
     )
-    return Problem(str(path), message, line, "version.name")
+    return Problem(str(path), message, tomlfile.key_line(text, ["version", "name"]), "version.name")
 
 
 def load_spec(
@@ -188,11 +182,7 @@ def load_spec(
         available = sorted((p.stem for p in Path(pipelines_dir).glob("*.toml")), key=version_order)
         hint = f" (available: {', '.join(available)})" if available else " (`ragtrack init` writes v1-v5)"
         raise InputError([Problem(str(path), f"version spec not found{hint}")])
-    text = read_text(path)
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InputError([Problem(str(path), f"bad TOML: {e}")]) from None
+    raw, text = tomlfile.load(path)
     if isinstance(raw.get("version", {}), dict):
         declared = raw.setdefault("version", {}).setdefault("name", path.stem)
         if path.stem == version and declared != version:  # found by its file name: the two must agree
@@ -202,11 +192,8 @@ def load_spec(
     try:
         kind = AGENT_KINDS.get(str(kind_name))
     except UnknownNameError as e:
-        raise InputError([Problem(str(path), str(e), field="agent.kind")]) from None
-    try:
-        spec: BaseModel = kind.spec_model.model_validate(raw)
-    except ValidationError as e:
-        raise InputError(problems_from_validation(str(path), e, data=raw)) from None
+        raise InputError(tomlfile.locate([Problem(str(path), str(e), field="agent.kind")], text)) from None
+    spec: BaseModel = tomlfile.validate(kind.spec_model, raw, path, text)
 
     texts, problems = {}, []
     allowed = [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])]
@@ -222,5 +209,5 @@ def load_spec(
         else:
             texts[key] = read_text(target)
     if problems:
-        raise InputError(problems)
+        raise InputError(tomlfile.locate(problems, text))
     return LoadedSpec(str(path), kind.name, spec, texts, dict(named))

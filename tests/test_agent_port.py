@@ -89,7 +89,7 @@ def test_unknown_agent_kinds_and_unknown_keys_are_errors_with_their_path(project
     (project / "pipelines" / "bad.toml").write_text('[agent]\nkind = "keyword"\ntopk = 2\n')
     with pytest.raises(InputError) as e:
         load_spec("bad", project / "pipelines")
-    assert "bad.toml: agent.topk: unknown key" in str(e.value)
+    assert "bad.toml:3: agent.topk: unknown key (did you mean 'top_k'?)" in str(e.value)
 
 
 def test_stages_name_a_registered_kind():

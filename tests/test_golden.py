@@ -27,7 +27,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
         good,  # line 3: duplicate id
         {**good, "id": "y", "question": "  "},  # line 4: empty question
         {**good, "id": "z", "type": "E"},  # line 5: unknown type
-        {**good, "id": "w", "colour": "red"},  # line 6: unknown field
+        {**good, "id": "w", "colour": "red", "gt_anwser": "b"},  # line 6: unknown fields
         {**good, "id": "v", "gt_context_ids": "notes.txt"},  # line 7: one ID, not a list of them
     ]
     path = tmp_path / "g.jsonl"
@@ -39,10 +39,11 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     assert f"{path}:3: id: duplicate item id 'x' (first on line 1)" in got
     assert f"{path}:4: question: must not be empty" in got
     assert any(g.startswith(f"{path}:5: type: unknown value 'E'") for g in got)
-    assert f"{path}:6: colour: unknown field" in got
+    assert any(g.startswith(f"{path}:6: colour: unknown field (known: ") and "gt_answer" in g for g in got)
+    assert f"{path}:6: gt_anwser: unknown field (did you mean 'gt_answer'?)" in got
     assert f'{path}:7: gt_context_ids: must be a list, such as ["…"] (got str)' in got
     assert any(g.startswith(f"{path}:8: bad JSON") for g in got)
-    assert len(got) == 7
+    assert len(got) == 8
 
 
 def test_digest_is_stable_and_content_sensitive(tiny_corpus, tmp_path):

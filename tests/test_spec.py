@@ -78,14 +78,28 @@ def _write(pipelines, text):
 V1_BODY = (REPO / "pipelines" / "v1.toml").read_text().replace('name = "v1"', 'name = "bad"')  # as _write names it
 
 
-def test_unknown_key_names_its_path(pipelines):
-    problems = _write(pipelines, V1_BODY.replace("top_k = 5", "top_k = 5\ntopk = 3"))
-    assert any(p.endswith("bad.toml: retrieval.topk: unknown key") for p in problems), problems
+def _line_of(text, needle):
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(needle))
+
+
+def test_unknown_key_names_its_path_line_and_the_name_it_resembles(pipelines):
+    text = V1_BODY.replace("top_k = 5", "top_k = 5\ntopk = 3")
+    problems = _write(pipelines, text)
+    assert problems == [
+        f"{pipelines / 'bad.toml'}:{_line_of(text, 'topk')}: retrieval.topk: unknown key (did you mean 'top_k'?)"
+    ]
+    # Inside a discriminated union the names are those of the member the tag chose.
+    text = V1_BODY.replace('strategy = "fixed"', 'strategy = "fixed"\nwidth = 3')
+    [problem] = _write(pipelines, text)
+    assert problem.endswith(
+        f":{_line_of(text, 'width')}: chunking.width: unknown key (known: chunk_overlap, chunk_size, strategy)"
+    )
 
 
 def test_bad_value_names_its_path(pipelines):
     problems = _write(pipelines, V1_BODY.replace("chunk_size = 500", "chunk_size = -1"))
-    assert any("chunking.chunk_size: Input should be greater than 0" in p for p in problems), problems
+    line = _line_of(V1_BODY, "chunk_size")
+    assert any(f":{line}: chunking.chunk_size: Input should be greater than 0" in p for p in problems), problems
     problems = _write(pipelines, V1_BODY.replace('mode = "dense"', 'mode = "magic"'))
     assert any("retrieval.mode" in p for p in problems), problems
 
@@ -97,7 +111,8 @@ def test_overlap_must_be_below_size(pipelines):
 
 def test_missing_prompt_file_and_missing_spec(pipelines):
     problems = _write(pipelines, V1_BODY.replace("answer_plain.md", "nowhere.md"))
-    assert any("prompts.answer: prompt file not found" in p for p in problems), problems
+    line = _line_of(V1_BODY, "answer =")
+    assert any(f"bad.toml:{line}: prompts.answer: prompt file not found" in p for p in problems), problems
     with pytest.raises(InputError, match="version spec not found .*available: .*v1"):
         load_spec("v9", pipelines)
 
@@ -121,7 +136,9 @@ def test_a_copied_spec_that_keeps_its_originals_name_is_refused(pipelines):
 def test_prompt_paths_outside_the_project_are_refused(pipelines, target):
     (pipelines.parent / "outside.md").write_text("not a prompt")
     problems = _write(pipelines, V1_BODY.replace("prompts/answer_plain.md", target))
-    assert any("bad.toml: prompts.answer:" in p and "is outside" in p for p in problems), problems
+    assert any(
+        f"bad.toml:{_line_of(V1_BODY, 'answer =')}: prompts.answer:" in p and "is outside" in p for p in problems
+    ), problems
 
 
 def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):

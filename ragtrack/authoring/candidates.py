@@ -132,7 +132,7 @@ def accept(
         try:
             item = GoldenItem.model_validate(c.golden_fields())
         except ValidationError as e:
-            problems += problems_from_validation(where, e, n, noun="field")
+            problems += problems_from_validation(where, e, n, noun="field", model=GoldenItem)
             continue
         unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages]
         problems += [Problem(where, f"unknown context id {cid!r}", n, "gt_context_ids") for cid in unknown]

@@ -61,7 +61,7 @@ def load_cases(path: str | Path) -> list[CalibrationCase]:
         try:
             cases.append(CalibrationCase.model_validate(row))
         except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field")
+            problems += problems_from_validation(str(path), e, n, noun="field", model=CalibrationCase)
     if problems:
         raise InputError(problems)
     return cases

@@ -99,7 +99,9 @@ class RagtrackEvaluator(ModelEvaluator):
             try:
                 item = GoldenItem.model_validate(row)
             except ValidationError as e:
-                raise InputError(problems_from_validation("evaluation data", e, line=n, noun="column")) from None
+                raise InputError(
+                    problems_from_validation("evaluation data", e, line=n, noun="column", model=GoldenItem)
+                ) from None
             records.append(score_item(item, _output(out), panel, int(cfg["k"])))
         metrics = aggregate(records)
         client = MlflowClient()
