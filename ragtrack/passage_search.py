@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragtrack.caches import cache_path
 from ragtrack.corpus import Corpus, Passage
 from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
@@ -97,7 +98,7 @@ class PassageSearch:
         if search_class.needs_dense:
             model = resolve_model(embedding, None, "embedding")
             embedder = embedder or Embedder(model)
-            folder = cache_dir / "passage-index" / cache_key(corpus.digest, model.used, LAYOUT)
+            folder = cache_path(cache_dir, "passage-index") / cache_key(corpus.digest, model.used, LAYOUT)
             cached = load_index(folder, embedder, need_dense=True)
             if cached is not None:
                 dense, self.from_cache = cached[1], True

@@ -17,6 +17,7 @@ from ragtrack.evaluation.judges import JUDGES
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
     from ragtrack.api import CalibrationReport, ComparisonReport, PassageRow, VersionRow
+    from ragtrack.caches import Entry
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
     from ragtrack.passage_search import Hit
@@ -317,3 +318,34 @@ def import_lines(r: ImportReport, shown: int = 10) -> list[str]:
     if r.removed or r.changed:
         lines.append("check the golden items whose GT names a removed or changed passage (ragtrack golden validate)")
     return lines
+
+
+def size(n_bytes: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n_bytes < 1024 or unit == "GB":
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    raise AssertionError  # unreachable: the loop returns at GB
+
+
+def cache_table(entries: list[Entry]) -> Table:
+    """Cache entries summed per kind: count, size, and the oldest and latest use."""
+    from datetime import datetime
+
+    from ragtrack.caches import CACHE_KINDS
+
+    table = Table(title="cache", title_justify="left")
+    for name, justify in [("kind", "left"), ("entries", "right"), ("size", "right")]:
+        table.add_column(name, justify=justify)
+    table.add_column("used: oldest … latest", no_wrap=True)
+    table.add_column("holds")
+    day = "%Y-%m-%d %H:%M"
+    for name in CACHE_KINDS.names():
+        own = [e for e in entries if e.kind == name]
+        if own:
+            used = (
+                f"{datetime.fromtimestamp(own[0].last_used):{day}} … {datetime.fromtimestamp(own[-1].last_used):{day}}"
+            )
+            total = size(sum(e.bytes for e in own))
+            table.add_row(name, str(len(own)), total, used, CACHE_KINDS.get(name).description)
+    return table

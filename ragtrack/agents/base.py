@@ -26,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
+from ragtrack.caches import cache_path
 from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
@@ -159,7 +160,7 @@ class ExternalAgent(BaseAgent):
         self.max_concurrency = self.table.max_concurrency
         self.id_table = IdTable.load(id_table_path(ctx.corpus.source), ctx.corpus)
         self.mapper = ContextMapper(ctx.corpus, ctx.min_overlap, self.id_table)
-        self.cache = JsonCache(ctx.cache_dir / "agents")
+        self.cache = JsonCache(cache_path(ctx.cache_dir, "agents"))
         self.endpoint_memory = shared_memory(ctx.cache_dir / "endpoints.json")
         self.circuit = Circuit(RetryPolicy().max_consecutive_failures, f"{spec.kind} calls", spec.name)
 

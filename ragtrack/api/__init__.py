@@ -10,7 +10,7 @@ Markdown for CI),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base) and
-:mod:`~ragtrack.api.project` (init, the MLflow UI). Names
+:mod:`~ragtrack.api.project` (init, the MLflow UI, the cache). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
 """
@@ -51,7 +51,7 @@ _HOMES = {
         "validate_golden",
     ],
     "corpus": ["PassageRow", "list_passages", "open_corpus", "search_passages", "show_passage"],
-    "project": ["InitReport", "init_project", "ui_command"],
+    "project": ["InitReport", "cache_entries", "init_project", "prune_cache", "ui_command"],
     "platforms": ["import_corpus"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}

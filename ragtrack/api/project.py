@@ -1,10 +1,11 @@
-"""The project around the evaluations: scaffolding a new one, and its MLflow UI."""
+"""The project around the evaluations: scaffolding a new one, its MLflow UI, and its cache."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragtrack.caches import CACHE_KINDS, Entry, entries, prune
 from ragtrack.config import CONFIG_FILE, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.files import atomic_write_text
@@ -233,3 +234,20 @@ def ui_command(
     if artifacts := artifact_root(uri):
         cmd += ["--default-artifact-root", artifacts]
     return cmd
+
+
+def cache_entries(*, root: str | Path = ".", kinds: list[str] | None = None) -> list[Entry]:
+    """What the project's cache holds (:data:`ragtrack.caches.CACHE_KINDS`), oldest use first."""
+    return entries(load_config(root).cache_dir, [CACHE_KINDS.check(k) for k in kinds] if kinds else None)
+
+
+def prune_cache(
+    unused_for_days: float, *, root: str | Path = ".", kinds: list[str] | None = None, dry_run: bool = False
+) -> list[Entry]:
+    """Delete the project's cache entries that no run has used for ``unused_for_days`` days (of
+    ``kinds``, default all); returns what was (``dry_run``: would be) deleted. Results never
+    change: a later run that needs an entry builds it or asks for it again."""
+    if unused_for_days < 0:
+        raise RagtrackError(f"unused_for_days must be 0 or more (got {unused_for_days})")
+    cache_dir = load_config(root).cache_dir
+    return prune(cache_dir, unused_for_days, [CACHE_KINDS.check(k) for k in kinds] if kinds else None, dry_run=dry_run)

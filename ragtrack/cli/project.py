@@ -1,4 +1,4 @@
-"""``ragtrack init`` and ``ragtrack ui``: the project around the evaluations."""
+"""``ragtrack init``, ``ragtrack ui`` and ``ragtrack cache``: the project around the evaluations."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 
 import click
 
+from ragtrack.caches import CACHE_KINDS
 from ragtrack.cli import console, err, main, warn
 
 
@@ -66,3 +67,59 @@ def ui(ctx, port, host, tracking_uri):
     cmd = ui_command(root=ctx.obj["root"], tracking_uri=tracking_uri, host=host, port=port)
     console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
     os.execv(cmd[0], cmd)
+
+
+@main.group()
+def cache() -> None:
+    """What the project keeps in .ragtrack/cache (indexes, vectors, LLM and agent replies), and
+    pruning it. Deleting an entry never changes a result: the next run that needs it rebuilds
+    it or asks again (LLM replies cost money to ask again, so nothing is pruned on its own).
+
+    \b
+    Examples:
+      ragtrack cache info                            # entries, size and last use per kind
+      ragtrack cache prune --unused-for 30 --dry-run # what a prune would delete
+      ragtrack cache prune --unused-for 30 --kind index --kind vectors
+    """
+
+
+_KIND = click.option(
+    "--kind", "kinds", multiple=True, type=click.Choice(CACHE_KINDS.names()), help="Only this kind (repeatable)."
+)
+
+
+@cache.command("info")
+@_KIND
+@click.pass_context
+def cache_info(ctx, kinds):
+    """Entries, size and last use of each kind of cache."""
+    from ragtrack import report as view
+    from ragtrack.api import cache_entries
+
+    found = cache_entries(root=ctx.obj["root"], kinds=list(kinds))
+    console.print(view.cache_table(found) if found else "nothing cached yet")
+
+
+@cache.command("prune")
+@click.option(
+    "--unused-for",
+    "days",
+    type=click.FloatRange(min=0),
+    required=True,
+    metavar="DAYS",
+    help="Delete entries no run has used for this many days (0: everything).",
+)
+@_KIND
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.pass_context
+def cache_prune(ctx, days, kinds, dry_run):
+    """Delete cache entries that no run has used for DAYS days."""
+    from ragtrack import report as view
+    from ragtrack.api import prune_cache
+
+    removed = prune_cache(days, root=ctx.obj["root"], kinds=list(kinds), dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    noun = "entry" if len(removed) == 1 else "entries"
+    console.print(f"{verb} {len(removed)} {noun}, {view.size(sum(e.bytes for e in removed))}")
+    if removed:
+        console.print(view.cache_table(removed))

@@ -12,6 +12,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from ragtrack.caches import cache_path
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
 from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
@@ -43,7 +44,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
     if name.startswith("local:"):
         from ragtrack.llm.local_backend import LocalBackend
 
-        return LocalBackend(name.removeprefix("local:"), cache_dir=config.cache_dir / "local-models")
+        return LocalBackend(name.removeprefix("local:"), cache_dir=cache_path(config.cache_dir, "local-models"))
 
     from ragtrack.llm.openai_backend import OpenAIBackend
 
@@ -100,7 +101,7 @@ def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM
     backend = make_backend(name, config)
     return LLM(
         backend,
-        cache_dir=config.cache_dir / "llm",
+        cache_dir=cache_path(config.cache_dir, "llm"),
         read_cache=use_cache,
         prices=config.price_table,
         limiter=endpoint_limiter(backend, endpoint_memory(config)) if backend else None,

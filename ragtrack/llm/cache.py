@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ragtrack.caches import mark_used
 from ragtrack.files import atomic_write_json
 from ragtrack.llm.base import ChatParams, Completion, Message
 
@@ -33,11 +34,15 @@ class JsonCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get_json(self, key: str) -> dict | None:
+        path = self._path(key)
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):  # missing, or damaged by a crash
             return None
-        return data if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        mark_used(path)
+        return data
 
     def put_json(self, key: str, payload: dict) -> None:
         atomic_write_json(self._path(key), payload, indent=None)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from transformers import StoppingCriteria, StoppingCriteriaList
 
+from ragtrack.caches import mark_used
 from ragtrack.errors import ModelUnavailableError
 from ragtrack.llm.base import ChatParams, Completion, Message
 
@@ -58,6 +59,7 @@ def _load(folder: Path, gguf: str | None, cache_dir: Path | None):
     source = folder / gguf
     converted = cache_dir / f"{source.stem}-{source.stat().st_size}" if cache_dir else None
     if converted is not None and (converted / "config.json").is_file():
+        mark_used(converted)
         return _load(converted, None, None)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, local_files_only=True)

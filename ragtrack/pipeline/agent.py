@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage
+from ragtrack.caches import cache_path
 from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
@@ -90,9 +91,8 @@ class PipelineAgent:
 
         units, self.index_stats, self.dense = self._load_or_build_index(ctx)
         if ctx.embedder is None and self.embedder.remembers:  # attached after the index: its texts are stored there
-            self.embedder.cache = QueryVectorCache(
-                ctx.cache_dir / "vectors" / f"{cache_key(self.embedding_model.used)}.sqlite", self.embedder.dimension
-            )
+            vectors = cache_path(ctx.cache_dir, "vectors") / f"{cache_key(self.embedding_model.used)}.sqlite"
+            self.embedder.cache = QueryVectorCache(vectors, self.embedder.dimension)
         self.chunks = {c.id: c for c in units.chunks}
         self.parents = units.parents
         self.setup.warnings = self._warnings(ctx.corpus.language)
@@ -137,7 +137,7 @@ class PipelineAgent:
 
     def _load_or_build_index(self, ctx: AgentContext) -> tuple[Units, IndexStats, DenseIndex | None]:
         key = self._index_key()
-        folder = ctx.cache_dir / "index" / key
+        folder = cache_path(ctx.cache_dir, "index") / key
         cached = load_index(folder, self.embedder, self.mode.needs_dense)
         if cached is not None:
             units, dense, known = cached

@@ -23,6 +23,7 @@ from langchain_community.vectorstores import FAISS
 from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document as LCDocument
 
+from ragtrack.caches import mark_used
 from ragtrack.files import atomic_folder
 from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
@@ -118,6 +119,7 @@ def load_index(
         return None
     if len(known.texts) != len(known.vectors):
         return None
+    mark_used(folder)
     dense = DenseIndex(chunks, embedder, index) if index is not None else None
     return Units(chunks, parents), dense, known
 

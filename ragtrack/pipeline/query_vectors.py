@@ -24,6 +24,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from ragtrack.caches import mark_used
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -86,4 +88,5 @@ class QueryVectorCache:
         except sqlite3.Error:
             db.close()
             raise
+        mark_used(self.path)
         return db
