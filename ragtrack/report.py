@@ -151,7 +151,7 @@ def comparison_table(report: ComparisonReport) -> Table:
             f"{d.mean_b:.3f}",
             delta,
             f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
-            f"{d.p_value:.3f}",
+            d.p_text,
             n,
             end_section=row.scope == m.TYPES[-1],
         )
@@ -179,7 +179,7 @@ def comparison_text(a: RunSummary, b: RunSummary, rows: list[MetricRow], changes
         d = r.diff
         lines.append(
             f"{r.metric:<20}{r.scope:<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
-            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_value:.3f}  {d.n}/{r.items_total}"
+            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_text:>6}  {d.n}/{r.items_total}"
         )
     lines += ["", "items that moved (correctness):"]
     lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
@@ -203,7 +203,7 @@ def decision_lines(d: Decision) -> list[str]:
     for gate in d.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
         lines.append(f"gate {gate.metric} >= {gate.minimum:g}: {fmt(gate.value)} {mark}")
-    colour = "green" if d.promoted else "red"
+    colour = "green" if d.accepted else "red"
     lines.append(f"[bold {colour}]{d.summary()}[/]")
     lines.append(f"decision recorded in run {d.decision_run_id}")
     return lines

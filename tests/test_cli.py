@@ -70,6 +70,15 @@ def test_commands_find_the_project_from_a_subfolder_and_refuse_outside_one(proje
     result = CliRunner().invoke(main, ["versions"])
     assert result.exit_code == 2 and "not in a ragtrack project" in result.output
     assert list(outside.iterdir()) == [], "a command that only reads a store never creates one"
+    # The Python API neither: in a project not evaluated yet, or at a root that does not exist.
+    from ragtrack.api import compare, promote, versions
+    from ragtrack.errors import StoreError
+
+    for call in (lambda r: versions(root=r), lambda r: compare("v1", "v2", root=r), lambda r: promote("v1", root=r)):
+        for root in (project, tmp_path / "nowhere"):
+            with pytest.raises(StoreError, match="nothing has been evaluated in .* yet"):
+                call(root)
+    assert not (project / "mlruns").exists() and not (tmp_path / "nowhere").exists()
 
 
 def test_golden_validate_says_not_ready_when_eval_would_refuse(project):
@@ -176,8 +185,14 @@ def test_versions_lists_each_version_with_its_last_eval(evaluated):
 def test_promote_exit_status_is_0_when_promoted_and_1_when_refused(evaluated):
     first = run("--root", str(evaluated), "promote", "v1")
     assert first.exit_code == 0 and "v1 promoted" in first.output, first.output
-    again = run("--root", str(evaluated), "promote", "v1")
-    assert again.exit_code == 1 and "already the champion" in again.output
+    again = run("--root", str(evaluated), "promote", "v1")  # a CI gate re-run on an unchanged champion: a pass
+    assert again.exit_code == 0 and "v1 is already the champion (model version 1)" in again.output, again.output
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import Tag, open_store
+
+    store = open_store(load_config(evaluated))
+    tags = store.client.get_model_version(store.registered_model, "1").tags
+    assert tags[Tag.DECISION].startswith("promoted: no champion yet"), "the decision that made it champion stays"
     assert "★" in run("--root", str(evaluated), "versions").output
 
 

@@ -1,6 +1,7 @@
 """``evaluate`` end to end against a real MLflow store (SQLite in a temp project), real FAISS."""
 
 import json
+import os
 from pathlib import Path
 
 import mlflow
@@ -17,7 +18,12 @@ def first_run(tmp_path_factory):
     from .conftest import make_project
 
     root = make_project(tmp_path_factory.mktemp("e2e") / "project")
-    return root, evaluate("v1", root=root)
+    here = os.getcwd()
+    os.chdir(root)  # as `ragtrack eval` run in the project: the default root ".", relative paths
+    try:
+        return root, evaluate("v1")
+    finally:
+        os.chdir(here)
 
 
 def test_run_has_params_metrics_per_type_and_items(first_run):
@@ -71,7 +77,8 @@ def test_version_is_a_registered_model_reused_when_unchanged(first_run):
     assert logged.params["chunking.strategy"] == "fixed" and "prompt.answer.hash" in logged.params
     assert any(metric.key == "context_recall" for metric in logged.metrics)  # eval metrics linked to the model
 
-    # The registered model is a working pyfunc (logged as code, not pickled).
+    # The registered model is a working pyfunc (logged as code, not pickled), wherever it is loaded.
+    assert Path.cwd() != root
     agent = mlflow.pyfunc.load_model(f"models:/rag-agent/{report.model_version}")
     [out] = agent.predict(["What is the default cfg value?"])
     assert "guides/sampler.md#sampler-guide/guidance/cfg-value" in out["retrieved_ids"] and out["answer"]
@@ -107,3 +114,21 @@ def test_crash_keeps_finished_items_and_resume_completes_the_same_run(project):
     assert store.client.get_run(report.run_id).info.status == "FINISHED"
     found = mlflow.search_traces(run_id=report.run_id, return_type="list")
     assert sorted(t.info.tags["ragtrack.item_id"] for t in found) == ["a1", "a2", "b1", "c1", "d1"]  # one each
+
+
+@pytest.mark.parametrize("limit", [0, -3, "5", 2.0, True])
+def test_limit_is_a_whole_number_of_items_as_on_the_command_line(project, limit):
+    from ragtrack.errors import RagtrackError
+
+    with pytest.raises(RagtrackError, match="limit must be a whole number of items, 1 or more"):
+        evaluate("v1", root=project, limit=limit)
+    assert not (project / "mlruns").exists(), "refused before any run was started"
+
+
+def test_reports_print_short_and_their_types_import_from_the_api(first_run):
+    from ragtrack import api
+
+    root, report = first_run
+    text = repr(report)
+    assert text.startswith("EvalReport(version='v1', run_id=") and "records" not in text and len(text) < 600
+    assert all(hasattr(api, name) for name in ("Decision", "MetricRow", "RunSummary", "ComparisonReport"))

@@ -79,7 +79,7 @@ def test_config_values_are_checked_when_loaded(project):
     assert not (project / "mlruns").exists(), "nothing ran before the config was checked"
     (project / "ragtrack.toml").write_text('[eval]\njudge = "ofline"\n')  # a typo is named where it was made
     result = cli("--root", str(project), "golden", "validate")
-    assert result.exit_code == 2 and "ragtrack.toml: eval.judge: unknown LLM 'ofline'" in result.output
+    assert result.exit_code == 2 and "ragtrack.toml:2: eval.judge: unknown LLM 'ofline'" in result.output
 
 
 @pytest.mark.parametrize(

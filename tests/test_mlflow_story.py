@@ -148,12 +148,14 @@ def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_com
     store = store_of(root)
     run = store.client.get_run(v3.run_id)
     note = run.data.tags[Tag.NOTE]
-    row = {(r.metric, r.scope): r.diff for r in compare("v1", "v3", root=root, log=False).rows}
+    report = compare("v1", "v3", root=root, log=False)
+    row = {(r.metric, r.scope): r.diff for r in report.rows}
+    assert report.run_id == "" and report.text().startswith(f"v1 ({report.a.run_id}) vs v3 ({report.b.run_id})")
     c = row[("correctness", "all")]
     assert note.splitlines()[0].startswith(f"**v3**: correctness (1–5) {v3.metrics['correctness']:.2f}")
     assert note.splitlines()[1].startswith(
         f"Against champion **v1**: correctness Δ **{c.delta:+.3f}** "
-        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_value:.3f})"
+        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text})"
     )
     assert f"`ragtrack promote v3` would refuse it: {refused.reasons[0]}" in note  # what promote then decided
     d = row[("correctness", "D")]

@@ -200,7 +200,8 @@ def test_release_gates_are_reported_per_gate():
 def test_the_champion_is_not_challenged_by_itself():
     ours = summary("v1", records(BASE), model_version="1")
     d = decide(ours, Champion("1", "v1", ours), Rule())
-    assert not d.promoted and "already the champion" in d.reasons[0]
+    assert not d.promoted and d.already_champion and d.accepted and d.outcome == "unchanged"
+    assert d.summary() == "v1 is already the champion (model version 1): nothing to decide; the alias stays where it is"
 
 
 def test_compare_records_pairs_items_and_flags_partial_judges():
@@ -386,3 +387,11 @@ def test_five_pairs_or_fewer_are_never_marked_significant():
     assert not five.testable and not five.significant
     six = compare_paired([2] * 6, [3] * 6)
     assert six.testable and six.significant and six.p_value == pytest.approx(2 / 64)
+
+
+def test_a_p_value_below_one_in_a_thousand_reads_as_such_never_as_zero():
+    from ragtrack.evaluation.stats import compare_paired, p_text
+
+    assert (p_text(0.00005), p_text(0.0012), p_text(0.5)) == ("<0.001", "0.001", "0.500")
+    d = compare_paired([1.0] * 40, [5.0] * 40)  # 40 pairs: 20,000 sampled sign patterns, none as extreme
+    assert d.p_value == pytest.approx(1 / 20_001) and d.p_text == "<0.001"

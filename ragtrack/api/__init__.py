@@ -31,7 +31,17 @@ _HOMES = {
         "prepare_eval",
         "run_eval",
     ],
-    "decisions": ["ComparisonReport", "VersionRow", "compare", "promote", "run_markdown", "versions"],
+    "decisions": [
+        "ComparisonReport",
+        "Decision",
+        "MetricRow",
+        "RunSummary",
+        "VersionRow",
+        "compare",
+        "promote",
+        "run_markdown",
+        "versions",
+    ],
     "judging": ["CalibrationReport", "calibrate"],
     "golden": [
         "AnswerReport",

@@ -20,12 +20,23 @@ from ragtrack.tracking.store import Tag, open_store
 
 @dataclass
 class ComparisonReport:
+    """Two eval runs paired item by item: ``rows`` one :class:`MetricRow` per metric and scope (overall,
+    per type) with the paired difference b − a, its bootstrap interval and p-value; ``changes`` the items
+    whose scores moved, largest first; ``run_id`` the comparison run logged ("" with ``log=False``);
+    ``warnings`` what makes the two less comparable. :meth:`text` is the table ``ragtrack compare`` logs."""
+
     a: RunSummary
     b: RunSummary
     rows: list[MetricRow]
     changes: list[ItemChange]
     run_id: str
     warnings: list[str]
+
+    def text(self) -> str:
+        """The comparison as plain text (the ``comparison.md`` artifact of the comparison run)."""
+        from ragtrack.report import comparison_text
+
+        return comparison_text(self.a, self.b, self.rows, self.changes)
 
 
 def compare(
@@ -43,10 +54,8 @@ def compare(
     B's latest complete run picks the golden digest and judge (or ``golden_path``
     does); A's latest run with the same ones is its partner.
     """
-    from ragtrack.report import comparison_text
-
     config = load_config(root)
-    store = open_store(config, tracking_uri)
+    store = open_store(config, tracking_uri, reading=True)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
     b = store.latest_eval(version_b, digest)
     try:
@@ -65,8 +74,10 @@ def compare(
     rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
     if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
-    run_id = log_comparison(store, a, b, rows, changes, comparison_text(a, b, rows, changes)) if log else ""
-    return ComparisonReport(a, b, rows, changes, run_id, warnings)
+    report = ComparisonReport(a, b, rows, changes, "", warnings)
+    if log:
+        report.run_id = log_comparison(store, a, b, rows, changes, report.text())
+    return report
 
 
 def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | None = None) -> str:
@@ -75,7 +86,7 @@ def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | Non
     links point at the tracking server when there is one."""
     from ragtrack.tracking.descriptions import outside_ui
 
-    store = open_store(load_config(root), tracking_uri)
+    store = open_store(load_config(root), tracking_uri, reading=True)
     return outside_ui(store.description(run_id), store.ui_address)
 
 
@@ -93,13 +104,16 @@ def promote(
 ) -> Decision:
     """Apply the promotion rule to ``version``'s latest eval; moves the ``champion`` alias on success."""
     config = load_config(root)
-    store = open_store(config, tracking_uri)
+    store = open_store(config, tracking_uri, reading=True)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
     return promote_in_store(store, version, rule, dry_run=dry_run)
 
 
 @dataclass(frozen=True)
 class VersionRow:
+    """A registered version as ``ragtrack versions`` lists it: its newest model version and spec hash,
+    whether it is the champion, and its latest complete eval per golden set (newest first)."""
+
     version: str
     model_version: str
     spec_hash: str
@@ -110,7 +124,7 @@ class VersionRow:
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
     """Every registered version (newest model version each), its last eval per golden digest."""
     config = load_config(root)
-    store = open_store(config, tracking_uri)
+    store = open_store(config, tracking_uri, reading=True)
     champion = store.champion()
     newest: dict[str, object] = {}
     for mv in store.model_versions():  # newest first

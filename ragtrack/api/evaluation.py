@@ -36,15 +36,24 @@ from ragtrack.tracking.store import Store, open_store
 
 @dataclass
 class EvalReport:
+    """One eval of one version, as logged to the MLflow run ``run_id``.
+
+    ``metrics`` holds what the run logged (overall, ``<metric>/type_<T>`` per type,
+    ``<judge>_n`` items judged); ``records`` one :class:`~ragtrack.records.ItemRecord`
+    per golden item (answer, contexts, scores, errors); ``findings`` the diagnosis.
+    Before trusting the figures, read :meth:`cautions` and :meth:`error_summary`, as
+    ``ragtrack eval`` prints them. The repr leaves out the bulky fields.
+    """
+
     version: str
     run_id: str
     tracking_uri: str
     model_version: str
-    metrics: dict[str, float]
-    records: list[ItemRecord]
-    accounting: dict[str, dict[str, dict[str, float]]]  # "agent"/"judge" → step → figures
-    findings: list[Finding]
-    params: dict[str, str]
+    metrics: dict[str, float] = field(repr=False)
+    records: list[ItemRecord] = field(repr=False)
+    accounting: dict[str, dict[str, dict[str, float]]] = field(repr=False)  # "agent"/"judge" → step → figures
+    findings: list[Finding] = field(repr=False)
+    params: dict[str, str] = field(repr=False)
     resumed: int = 0
     stopped_early: str | None = None
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
@@ -59,6 +68,20 @@ class EvalReport:
     def measured(self) -> bool:
         """At least one item got an answer (a run where every call failed measured nothing)."""
         return any(r.answered for r in self.records)
+
+    def cautions(self) -> list[str]:
+        """What the figures depend on: the agent's warnings (a substituted model, an English embedder
+        on Chinese text), questions without an answer, replies that said nothing of retrieval, contexts
+        that map to no passage."""
+        from ragtrack.report import eval_warnings
+
+        return [*self.warnings.values(), *eval_warnings(self.metrics)]
+
+    def error_summary(self) -> list[str]:
+        """The run's distinct errors, most frequent first, each with its item count and first item IDs."""
+        from ragtrack.report import error_lines
+
+        return error_lines(self.records)
 
 
 @dataclass
@@ -112,6 +135,13 @@ class EvalOptions:
     use_cache: bool = True
     fresh: bool = False
     allow_stale: bool = False
+
+    def __post_init__(self) -> None:
+        # As the CLI's --limit: a whole number of items from 1 (0 would log an empty "complete" run).
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
+            raise RagtrackError(f"limit must be a whole number of items, 1 or more (got {self.limit!r})")
 
 
 def evaluate(
@@ -190,7 +220,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache, on_stage=progress.on_stage))
     for message in agent.setup.warnings.values():
         progress.on_warning(message)
-    model = ensure_version_model(store, spec, str(corpus.source), str(Path(o.root).resolve()))
+    # Absolute: the model answers wherever it is loaded, not from the folder the eval ran in.
+    model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
 
     key = hashlib.sha256(
         "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()

@@ -227,9 +227,10 @@ def ui_command(
     """The ``mlflow ui`` command line that serves this project's store."""
     import sys
 
-    from ragtrack.tracking.store import artifact_root, resolve_tracking_uri
+    from ragtrack.tracking.store import artifact_root, check_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(load_config(root), tracking_uri)
+    check_store(uri)  # a local store's folder exists, as the UI's SQLite file needs
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
     if artifacts := artifact_root(uri):
         cmd += ["--default-artifact-root", artifacts]

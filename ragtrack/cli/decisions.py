@@ -79,7 +79,8 @@ def promote(
 ):
     """Make VERSION the champion if it beats the current one on correctness without
     regressing groundedness (same golden set, same judge). Exit status 0 when promoted
-    (or, with --dry-run, when it would be), 1 when refused — usable as a CI gate.
+    (or, with --dry-run, when it would be) or already the champion, 1 when refused —
+    usable as a CI gate.
 
     \b
     Examples:
@@ -104,7 +105,7 @@ def promote(
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
     write_markdown(markdown, decision.decision_run_id, ctx.obj["root"], tracking_uri)
-    sys.exit(0 if decision.promoted else 1)
+    sys.exit(0 if decision.accepted else 1)
 
 
 @main.command()

@@ -180,11 +180,9 @@ def eval_cmd(
         view.metrics_table(report.metrics, f"{report.version} — {len(report.records)} items{substituted}"),
         view.accounting_table(report.accounting),
     )
-    for message in report.warnings.values():  # again after the table: the numbers above depend on them
-        warn(message, style="bold yellow")
-    for warning in view.eval_warnings(report.metrics):
-        warn(warning)
-    if errors := view.error_lines(report.records):
+    for message in report.cautions():  # the agent's again after the table: the numbers above depend on them
+        warn(message)
+    if errors := report.error_summary():
         err.print("[bold]Errors[/] (items.jsonl in the run holds each item's)")
         for line in errors:
             err.print(f"  {escape(line)}", highlight=False)

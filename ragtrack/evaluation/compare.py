@@ -30,6 +30,8 @@ def comparability_problems(a: RunSummary, b: RunSummary) -> list[str]:
 
 @dataclass(frozen=True)
 class MetricRow:
+    """One metric in one scope, paired a → b over the items both runs scored."""
+
     metric: str
     scope: str  # "all" or a question type
     diff: PairedDifference

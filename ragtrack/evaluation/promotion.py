@@ -67,6 +67,10 @@ class Champion:
 
 @dataclass
 class Decision:
+    """What the promotion rule decided for ``version``'s eval ``run_id`` against the champion, and why:
+    ``reasons`` in words, ``figures`` the paired numbers behind them, ``gates`` each release gate.
+    ``accepted`` is a CI gate's pass (promoted, or the champion already)."""
+
     version: str
     run_id: str
     model_version: str
@@ -80,12 +84,27 @@ class Decision:
     gates: list[Gate]
     dry_run: bool = False
     decision_run_id: str = ""
+    # The version asked about is the champion already: nothing to decide, nothing moves, and not a refusal.
+    already_champion: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        """The version is (or, in a dry run, would be) the champion after this decision: a CI gate's pass."""
+        return self.promoted or self.already_champion
+
+    @property
+    def outcome(self) -> str:
+        return "promoted" if self.promoted else "unchanged" if self.already_champion else "refused"
 
     @property
     def verb(self) -> str:
+        if self.already_champion:
+            return "is already the champion"
         return ("would be promoted" if self.dry_run else "promoted") if self.promoted else "refused"
 
     def summary(self) -> str:
+        if self.already_champion:
+            return f"{self.version} {self.verb} (model version {self.model_version}): " + "; ".join(self.reasons)
         against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
         return f"{self.version} {self.verb}{against}: " + "; ".join(self.reasons)
 
@@ -134,7 +153,8 @@ def decide(
     )
     refuse = decision.reasons.append
     if champion and champion.model_version == challenger.model_version:
-        refuse(f"model version {champion.model_version} of {challenger.version} is already the champion")
+        decision.already_champion = True
+        decision.reasons.append("nothing to decide; the alias stays where it is")
         return decision
     if challenger.substituted and not rule.allow_substitutes:
         refuse(
@@ -205,7 +225,7 @@ def decide(
         )
     if rule.require_significance and not (c.significant and c.delta > 0):
         why = (
-            f"95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p = {c.p_value:.3f}"
+            f"95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text}"
             if c.testable
             else f"{c.n} paired items cannot reach p < 0.05"
         )

@@ -31,7 +31,8 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
         from ragtrack.config import load_config
 
         config = load_config(self._config.get("root", "."))
-        corpus = config.load_corpus(self._config.get("corpus"))
+        corpus_path = self._config.get("corpus")  # relative: to the project (models logged before it was absolute)
+        corpus = config.load_corpus(config.path(corpus_path) if corpus_path else None)
         return build_agent(self._spec, AgentContext(corpus, config, config.eval.min_overlap))
 
     def predict(self, context, model_input: list[str], params=None):

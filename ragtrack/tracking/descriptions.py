@@ -23,6 +23,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
+from ragtrack.evaluation.stats import p_text
 from ragtrack.records import RunSummary
 
 #: Metrics whose paired difference is shown per question type too (the rest: all items only).
@@ -134,7 +135,7 @@ def paired(a: str, b: str, rows: Sequence[MetricRow]) -> str:
                     _value(name, d.mean_b),
                     f"**{delta}**" if name == CRITERION and scope == m.ALL else delta,
                     f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
-                    f"{d.p_value:.3f}",
+                    d.p_text,
                     f"{d.n}" if not r.partial else f"{d.n} of {r.items_total}",
                 ]
             )
@@ -149,6 +150,8 @@ def moved(changes: Sequence[ItemChange], limit: int = 8) -> str:
 
 def verdict(d: Decision) -> str:
     """What ``ragtrack promote`` would decide, and why."""
+    if d.already_champion:
+        return f"{d.version} is the champion: `ragtrack promote {d.version}` has nothing to decide"
     verb = "would promote" if d.promoted else "would refuse"
     return f"`ragtrack promote {d.version}` {verb} it: " + "; ".join(d.reasons)
 
@@ -221,7 +224,7 @@ def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) 
     c = paired_rows[CRITERION]
     return (
         f"Against champion **{d.champion}**: correctness Δ **{c.delta:+.3f}** "
-        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_value:.3f}) · {verdict(d)}."
+        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text}) · {verdict(d)}."
     )
 
 
@@ -259,7 +262,8 @@ def comparison(a: RunSummary, b: RunSummary, rows: Sequence[MetricRow], changes:
 # ------------------------------------------------------------------ promotion
 def decision(d: Decision, started_ms: int, links: Links) -> str:
     """One promotion decision in full: outcome, figures with the interval, rule, gates, reasons, runs."""
-    against = f" over {d.champion} (model version {d.champion_model_version})" if d.champion else ""
+    challenged = d.champion and not d.already_champion
+    against = f" over {d.champion} (model version {d.champion_model_version})" if challenged else ""
     dry = " (dry run: the alias did not move)" if d.dry_run else ""
     lines = [f"**{d.version} {d.verb}**{against} on {when(started_ms)}{dry}", ""]
     f = d.figures
@@ -268,7 +272,7 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
             f"- correctness {f['challenger_correctness_paired']:.3f} vs {f['champion_correctness']:.3f}: "
             f"Δ {f['correctness_delta']:+.3f}, "
             f"95% CI [{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}], "
-            f"p {f['correctness_p']:.3f} over {int(f['paired_items'])} paired items"
+            f"p {p_text(f['correctness_p'])} over {int(f['paired_items'])} paired items"
         )
         lines.append(
             f"- {GUARD} {f['challenger_groundedness_paired']:.3f} vs {f['champion_groundedness']:.3f}: "
@@ -277,7 +281,7 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
     lines += [
         f"- rule: {d.rule}",
         f"- gates: {gates(d)}",
-        f"- {'why' if d.promoted else 'refused because'}: " + "; ".join(d.reasons),
+        f"- {'why' if d.accepted else 'refused because'}: " + "; ".join(d.reasons),
         f"- decision run [{d.decision_run_id[:8]}]({links.run(d.decision_run_id)}) · "
         f"eval run [{d.run_id[:8]}]({links.run(d.run_id)})",
     ]

@@ -20,7 +20,7 @@ from ragtrack.records import RunSummary
 from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking import descriptions
-from ragtrack.tracking.store import Store, Tag
+from ragtrack.tracking.store import Store, Tag, without_progress_bar
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root:
     }
     for name, text in files.items():
         ensure_clean(text, f"{spec.name}'s {name}")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, without_progress_bar():  # log_model copies its artifacts
         for name, text in files.items():
             (Path(tmp) / name).write_text(text, encoding="utf-8")
         mlflow.set_experiment(experiment_id=store.experiment_id)

@@ -42,7 +42,7 @@ def promote(store: Store, version: str, rule: Rule, *, dry_run: bool) -> Decisio
 
 def _record(store: Store, d: Decision, rule: Rule) -> None:
     """Log the decision as a run; a real one also tags and describes the model versions and the model."""
-    outcome = "promoted" if d.promoted else "refused"
+    outcome = d.outcome
     run_id = store.start_run(
         f"promote {d.version}" + (" (dry run)" if d.dry_run else ""),
         {
@@ -67,7 +67,7 @@ def _record(store: Store, d: Decision, rule: Rule) -> None:
     started = store.client.get_run(run_id).info.start_time
     store.describe_run(run_id, descriptions.decision(d, started, descriptions.Links(store.registered_model)))
     store.finish_run(run_id)
-    if d.dry_run:
+    if d.dry_run or d.already_champion:  # nothing moved: the registry keeps the decision that made it champion
         return
     note = f"{outcome}: {'; '.join(d.reasons)}"[:5000]
     store.tag_model_version(d.model_version, {Tag.DECISION: note, Tag.DECISION_RUN: run_id})

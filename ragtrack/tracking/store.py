@@ -56,7 +56,7 @@ class Tag:
     MODEL_ID = "ragtrack.model_id"
     COMPLETE = "ragtrack.complete"
     VERSIONS = "ragtrack.versions"  # compare runs: "a,b"
-    OUTCOME = "ragtrack.outcome"  # promotion runs: promoted | refused
+    OUTCOME = "ragtrack.outcome"  # promotion runs: promoted | refused | unchanged (already the champion)
     DRY_RUN = "ragtrack.dry_run"
     DECISION = "ragtrack.decision"  # model versions: the last decision about them
     DECISION_RUN = "ragtrack.decision_run"
@@ -155,9 +155,7 @@ def _probe(uri: str, parts, scheme: str) -> None:
 
 
 def default_tracking_uri(root: Path) -> str:
-    folder = (root / "mlruns").resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'mlflow.db'}"
+    return f"sqlite:///{(root / 'mlruns').resolve() / 'mlflow.db'}"
 
 
 def local_database(uri: str) -> Path | None:
@@ -343,7 +341,7 @@ class Store:
         """A text artifact of a run, or None when the run has no such artifact."""
         if name not in {f.path for f in self.client.list_artifacts(run_id)}:
             return None
-        with tempfile.TemporaryDirectory() as tmp, _without_progress_bar():
+        with tempfile.TemporaryDirectory() as tmp, without_progress_bar():
             return Path(self.client.download_artifacts(run_id, name, tmp)).read_text("utf-8")
 
     def run_summary(self, run_id: str) -> RunSummary:
@@ -351,7 +349,7 @@ class Store:
 
     def records(self, run_id: str) -> list[ItemRecord]:
         """The per-item records an eval run logged (``items.jsonl``)."""
-        with tempfile.TemporaryDirectory() as tmp, _without_progress_bar():
+        with tempfile.TemporaryDirectory() as tmp, without_progress_bar():
             path = self.client.download_artifacts(run_id, "items.jsonl", tmp)
             lines = Path(path).read_text("utf-8").splitlines()
         return [ItemRecord.from_json(json.loads(line)) for line in lines if line]
@@ -487,7 +485,7 @@ class Store:
 
 
 @contextmanager
-def _without_progress_bar() -> Iterator[None]:
+def without_progress_bar() -> Iterator[None]:
     """MLflow draws a progress bar for every download; ragtrack's commands print their own output."""
     name = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
     saved = os.environ.get(name)
@@ -527,10 +525,19 @@ def _summary(run) -> RunSummary:
     )
 
 
-def open_store(config: ProjectConfig, tracking_uri: str | None = None) -> Store:
-    """Check the store answers, point MLflow at it and make sure the project's experiments exist."""
+def open_store(config: ProjectConfig, tracking_uri: str | None = None, *, reading: bool = False) -> Store:
+    """Check the store answers, point MLflow at it and make sure the project's experiments exist.
+
+    ``reading``: for commands that only read what evals wrote (compare, promote, versions): a
+    local store that does not exist yet is an error, not a new empty store created to say so.
+    """
     global _exported
     uri = resolve_tracking_uri(config, tracking_uri)
+    if reading and (database := local_database(uri)) is not None and not database.is_file():
+        raise StoreError(
+            f"no tracking store at {database}: nothing has been evaluated in {Path(config.root).resolve()} yet "
+            "(run `ragtrack eval --version <v>` there first, or pass the tracking URI of the store with your runs)"
+        )
     check_store(uri)
     # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff).
     for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")):
