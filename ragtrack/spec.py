@@ -207,7 +207,7 @@ def load_spec(
         elif not target.is_file():
             problems.append(Problem(str(path), f"prompt file not found: {target}", field=field_path))
         else:
-            texts[key] = read_text(target)
+            texts[key] = read_text(target, normalize=True)  # a CRLF checkout is the same agent
     if problems:
         raise InputError(tomlfile.locate(problems, text))
     return LoadedSpec(str(path), kind.name, spec, texts, dict(named))

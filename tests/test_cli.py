@@ -70,6 +70,9 @@ def test_commands_find_the_project_from_a_subfolder_and_refuse_outside_one(proje
     result = CliRunner().invoke(main, ["versions"])
     assert result.exit_code == 2 and "not in a ragtrack project" in result.output
     assert list(outside.iterdir()) == [], "a command that only reads a store never creates one"
+    for command in ("versions", "compare", "promote", "ui"):  # help is for reading anywhere
+        result = CliRunner().invoke(main, [command, "--help"])
+        assert result.exit_code == 0 and "Usage: " in result.output, (command, result.output)
     # The Python API neither: in a project not evaluated yet, or at a root that does not exist.
     from ragtrack.api import compare, promote, versions
     from ragtrack.errors import StoreError

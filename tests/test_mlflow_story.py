@@ -142,6 +142,22 @@ def test_traces_are_logged_once_per_item_however_often_a_run_is_recorded(story):
     tagged = {i: [t.tags[Tag.RECORD] for t in ts] for i, ts in traces.item_traces(store, run_id).items()}
     assert tagged == {r.id: [r.digest] for r in [redone, *v3.records[1:]]}
 
+    # Killed while spans were written: a trace keeps its info and assessments but lacks spans, and
+    # MLflow cannot open it. Made for real in the SQLite store (the rows a kill leaves unwritten);
+    # the next finish traces those items again, whole.
+    import sqlite3
+
+    by_item = {i: ts[0].trace_id for i, ts in traces.item_traces(store, run_id).items()}
+    lost, short = by_item[v3.records[1].id], by_item[v3.records[2].id]
+    with sqlite3.connect(root / "mlruns" / "mlflow.db") as db:
+        db.execute("DELETE FROM spans WHERE trace_id = ?", (lost,))
+        db.execute("DELETE FROM spans WHERE trace_id = ? AND parent_span_id IS NOT NULL", (short,))
+    assert traces.log_traces(store, partial, None, [redone, *v3.records[1:]], "heuristic") == 2
+    whole = {
+        t.info.tags[Tag.ITEM_ID]: len(t.data.spans) for t in mlflow.search_traces(run_id=run_id, return_type="list")
+    }
+    assert whole == {r.id: 1 + len(r.stages) for r in [redone, *v3.records[1:]]}
+
 
 def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_compare_computes(story):
     root, v1, v3, refused, _ = story

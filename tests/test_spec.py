@@ -153,3 +153,12 @@ def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):
     ok = V1_BODY.replace("prompts/answer_plain.md", "../shared.md").replace('name = "bad"', 'name = "ok"')
     (pipelines / "ok.toml").write_text(ok)
     assert load_spec("ok", pipelines, root=pipelines.parent).files["answer"].startswith("Answer")
+
+
+def test_a_windows_checkout_is_the_same_agent(pipelines):
+    """CRLF line ends (git's autocrlf) and a BOM change neither the hash nor the prompt text."""
+    before = load_spec("v1", pipelines)
+    for path in [pipelines / "v1.toml", *(pipelines / "prompts").rglob("*.md")]:
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    after = load_spec("v1", pipelines)
+    assert after.hash == before.hash and after.files == before.files and "\r" not in after.files["answer"]

@@ -152,9 +152,6 @@ class _Group(click.Group):
             raise
 
 
-_READS_A_STORE = {"versions", "compare", "promote", "ui"}
-
-
 @click.group(cls=_Group)
 @click.version_option(package_name="ragtrack")
 @click.option(
@@ -186,16 +183,23 @@ def main(ctx: click.Context, root: str) -> None:
         from ragtrack.config import find_root
 
         found = find_root()
-        if found is None and ctx.invoked_subcommand in _READS_A_STORE:
-            # Asked here, they would create an empty store and report that nothing was evaluated.
-            click.echo(
-                "error: not in a ragtrack project (no ragtrack.toml or pipelines/ here or above); "
-                "cd into one, pass --root, or start one with `ragtrack init`",
-                err=True,
-            )
-            sys.exit(2)
-        root = str(found or ".")
-    ctx.obj = {"root": root}
+        ctx.obj = {"root": str(found or "."), "outside": found is None}
+    else:
+        ctx.obj = {"root": root, "outside": False}
+
+
+def project_root(ctx: click.Context) -> str:
+    """The root for a command that reads the project's store (``versions``, ``compare``, ``promote``,
+    ``ui``); outside any project one line and exit 2: asked there, they would report that nothing was
+    evaluated. Checked by the command, not the group, so ``--help`` works anywhere."""
+    if ctx.obj["outside"]:
+        click.echo(
+            "error: not in a ragtrack project (no ragtrack.toml or pipelines/ here or above); "
+            "cd into one, pass --root, or start one with `ragtrack init`",
+            err=True,
+        )
+        sys.exit(2)
+    return ctx.obj["root"]
 
 
 def warn(text: object, label: str = "warning:", style: str = "yellow") -> None:

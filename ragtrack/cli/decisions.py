@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, show, warn, write_markdown
+from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, project_root, show, warn, write_markdown
 
 
 @main.command()
@@ -40,7 +40,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
         report = run_compare(
             version_a,
             version_b,
-            root=ctx.obj["root"],
+            root=project_root(ctx),
             golden_path=golden_path,
             tracking_uri=tracking_uri,
             allow_incomparable=allow_incomparable,
@@ -93,7 +93,7 @@ def promote(
 
         decision = run_promote(
             version,
-            root=ctx.obj["root"],
+            root=project_root(ctx),
             tracking_uri=tracking_uri,
             margin=margin,
             tolerance=tolerance,
@@ -118,7 +118,7 @@ def versions(ctx, tracking_uri):
         from ragtrack import report as view
         from ragtrack.api import versions as list_versions
 
-        rows = list_versions(root=ctx.obj["root"], tracking_uri=tracking_uri)
+        rows = list_versions(root=project_root(ctx), tracking_uri=tracking_uri)
     if not rows:
         console.print("no versions registered yet; run: ragtrack eval --version v1")
         return

@@ -7,7 +7,7 @@ import os
 import click
 
 from ragtrack.caches import CACHE_KINDS
-from ragtrack.cli import console, err, main, warn
+from ragtrack.cli import console, err, main, project_root, warn
 
 
 @main.command()
@@ -64,7 +64,7 @@ def ui(ctx, port, host, tracking_uri):
     """Start the MLflow UI on this project's store."""
     from ragtrack.api import ui_command
 
-    cmd = ui_command(root=ctx.obj["root"], tracking_uri=tracking_uri, host=host, port=port)
+    cmd = ui_command(root=project_root(ctx), tracking_uri=tracking_uri, host=host, port=port)
     console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
     os.execv(cmd[0], cmd)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 
 import mlflow
 from mlflow.entities import (
@@ -39,6 +40,7 @@ from mlflow.entities import (
     Feedback,
     SpanStatusCode,
     SpanType,
+    Trace,
     TraceInfo,
 )
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
@@ -85,17 +87,23 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
     """The traces of ``run_id`` by item ID (several for one item only after an interrupted write)."""
     found: dict[str, list[TraceInfo]] = {}
+    for trace in _search(store, run_id, spans=False):
+        if item := trace.info.tags.get(Tag.ITEM_ID):
+            found.setdefault(item, []).append(trace.info)
+    return found
+
+
+def _search(store: Store, run_id: str, *, spans: bool) -> Iterator[Trace]:
+    """Every trace of ``run_id``; with ``spans``, only those whose span data could be read whole."""
     token = None
     while True:
         page = store.client.search_traces(
-            locations=[store.experiment_id], run_id=run_id, include_spans=False, max_results=500, page_token=token
+            locations=[store.experiment_id], run_id=run_id, include_spans=spans, max_results=500, page_token=token
         )
-        for trace in page:
-            if item := trace.info.tags.get(Tag.ITEM_ID):
-                found.setdefault(item, []).append(trace.info)
+        yield from page
         token = page.token
         if not token:
-            return found
+            return
 
 
 def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
@@ -111,19 +119,27 @@ def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
     """
     last = {r.id: _last_assessment(r) for r in records}
     digests = {r.id: r.digest for r in records}
-    done: set[str] = set()
+    done: dict[str, str] = {}  # item → its complete trace
     stale: list[str] = []
     for item, infos in item_traces(store, run_id).items():
         for info in infos:
             names = {a.name for a in info.assessments or ()}
             shown = info.tags.get(Tag.RECORD, digests.get(item))  # untagged: from before digests were tagged
             if item in last and item not in done and last[item] in names and shown == digests[item]:
-                done.add(item)
+                done[item] = info.trace_id
             else:
                 stale.append(info.trace_id)
+    if done:
+        # Killed while its spans were being written, a trace keeps its assessments but lacks spans,
+        # and MLflow cannot open it: complete means every span is there too.
+        spans = {t.info.trace_id: len(t.data.spans) for t in _search(store, run_id, spans=True)}
+        expected = {r.id: 1 + len(_child_stages(r)) for r in records}
+        for item, trace_id in list(done.items()):
+            if spans.get(trace_id) != expected[item]:
+                stale.append(done.pop(item))
     if stale:
         store.client.delete_traces(store.experiment_id, trace_ids=stale)
-    return done
+    return set(done)
 
 
 def _last_assessment(r: ItemRecord) -> str:
@@ -140,10 +156,9 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
     The assessments are logged while the root span is the active one, so MLflow keeps them with
     the trace and stores them in the trace's own write: one write per item, where logging them
     afterwards took one store call (over HTTP, one request) per assessment."""
-    stages = r.stages
-    if len(stages) == 1 and stages[0].kind == "agent":  # an agent that reports no stages: one span
-        call, stages = stages[0], []
-        start, end = call.start_ns, call.end_ns
+    stages = _child_stages(r)
+    if r.stages and not stages:  # an agent that reports no stages: one span, the call's
+        start, end = r.stages[0].start_ns, r.stages[0].end_ns
     elif stages:
         start, end = min(s.start_ns for s in stages), max(s.end_ns for s in stages)
     else:  # a record from before stages were kept: its duration is known, not its start
@@ -174,6 +189,12 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
             mlflow.log_assessment(root.trace_id, assessment)
     root.end(outputs=r.answer, end_time_ns=end)
     return True
+
+
+def _child_stages(r: ItemRecord) -> list[StageRecord]:
+    """The stages traced as spans under the item's root span: none for an agent that reports no
+    stages (its one ``agent`` stage is the root itself)."""
+    return [] if len(r.stages) == 1 and r.stages[0].kind == "agent" else list(r.stages)
 
 
 def _span(root, stage: StageRecord, gt: set[str]) -> None:
