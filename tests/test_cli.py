@@ -312,3 +312,19 @@ def test_registering_a_version_prints_nothing_of_mlflows_own(project):
     assert v2.source.startswith("models:/") and v2.tags[Tag.VERSION] == "v2"
     logged = store.client.get_logged_model(v2.source.removeprefix("models:/"))
     assert logged.tags[Tag.MODEL_VERSIONS] == '[{"name": "rag-agent", "version": 2}]'  # its page links the version
+
+
+def test_markdown_on_stdout_is_the_markdown_alone(project):
+    """``--markdown - > summary.md``: progress, tables and warnings go to stderr."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v1", "--markdown", "-"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("**v1**: correctness (1–5)") and "┃" not in done.stdout and "…" not in done.stdout
+    assert "… loading corpus and golden set" in done.stderr and "┃ metric" in done.stderr

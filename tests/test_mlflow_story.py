@@ -187,13 +187,16 @@ def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_com
     assert m.comparison_key("delta", "context_precision") not in metrics  # deltas for the core metrics only
 
     first_run = store.client.get_run(v1.run_id).data.tags[Tag.NOTE]
-    assert "No champion yet: `ragtrack promote v1` would promote it" in first_run.splitlines()[1]
+    assert first_run.splitlines()[1] == (
+        "`ragtrack promote v1` would promote it: no champion yet: the first evaluated version that passes its "
+        "gates becomes it."
+    )
 
 
 def test_an_eval_recorded_before_there_was_a_champion_is_compared_once_one_is_promoted(story):
     root, v1, v3, _, (early, before) = story
     store = store_of(root)
-    assert "No champion yet: `ragtrack promote v3` would promote it" in before.splitlines()[1]
+    assert before.splitlines()[1].startswith("`ragtrack promote v3` would promote it: no champion yet")
     run = store.client.get_run(early.run_id)
     note = run.data.tags[Tag.NOTE]
     later = store.client.get_run(v3.run_id).data.tags[Tag.NOTE]  # same answers, compared when recorded

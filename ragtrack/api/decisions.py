@@ -55,7 +55,7 @@ def compare(
     does); A's latest run with the same ones is its partner.
     """
     config = load_config(root)
-    store = open_store(config, tracking_uri, reading=True)
+    store = open_store(config, tracking_uri, existing=True, writing=log)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
     b = store.latest_eval(version_b, digest)
     try:
@@ -86,7 +86,7 @@ def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | Non
     links point at the tracking server when there is one."""
     from ragtrack.tracking.descriptions import outside_ui
 
-    store = open_store(load_config(root), tracking_uri, reading=True)
+    store = open_store(load_config(root), tracking_uri, existing=True, writing=False)
     return outside_ui(store.description(run_id), store.ui_address)
 
 
@@ -104,7 +104,7 @@ def promote(
 ) -> Decision:
     """Apply the promotion rule to ``version``'s latest eval; moves the ``champion`` alias on success."""
     config = load_config(root)
-    store = open_store(config, tracking_uri, reading=True)
+    store = open_store(config, tracking_uri, existing=True)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
     return promote_in_store(store, version, rule, dry_run=dry_run)
 
@@ -124,7 +124,7 @@ class VersionRow:
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
     """Every registered version (newest model version each), its last eval per golden digest."""
     config = load_config(root)
-    store = open_store(config, tracking_uri, reading=True)
+    store = open_store(config, tracking_uri, existing=True, writing=False)
     champion = store.champion()
     newest: dict[str, object] = {}
     for mv in store.model_versions():  # newest first

@@ -216,6 +216,12 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
     panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
 
+    key = hashlib.sha256(
+        "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
+    ).hexdigest()[:16]
+    checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
+    checkpoint.ensure_writable()  # before the index build: without it, an eval could not resume
+
     progress.on_stage(f"building {spec.name} (index, models)")
     agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache, on_stage=progress.on_stage))
     for message in agent.setup.warnings.values():
@@ -223,10 +229,6 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     # Absolute: the model answers wherever it is loaded, not from the folder the eval ran in.
     model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
 
-    key = hashlib.sha256(
-        "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()
-    ).hexdigest()[:16]
-    checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
     header, done, build_usage = checkpoint.load()
     if o.fresh:
         if header.get("run_id") and store.run_status(header["run_id"]) == "RUNNING":

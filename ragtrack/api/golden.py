@@ -68,7 +68,7 @@ def retirement_candidates(
     config, golden = inputs.config, inputs.golden
     from ragtrack.tracking.store import open_store
 
-    store = open_store(config, tracking_uri, reading=True)
+    store = open_store(config, tracking_uri, existing=True, writing=False)
     perfect: set[str] | None = None
     for name in version_names:
         records = store.records(store.latest_eval(name, golden.digest).run_id)

@@ -30,12 +30,22 @@ MACHINE_WIDTH = 1000  # columns when not printing to a terminal
 
 LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a ragtrack.toml profile."
 
+
+def _markdown_to(ctx: click.Context, param: click.Parameter, out):
+    """``--markdown -``: stdout is the Markdown alone (``> summary.md``), the tables go to stderr."""
+    if out is not None and getattr(out, "name", "") == "<stdout>":
+        console.file = sys.stderr
+        ctx.call_on_close(lambda: setattr(console, "file", None))  # None: rich's default, sys.stdout
+    return out
+
+
 MARKDOWN = click.option(
     "--markdown",
     type=click.File("a", encoding="utf-8"),
     metavar="FILE",
+    callback=_markdown_to,
     help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
-    "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it.",
+    "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it (alone on stdout: the tables go to stderr).",
 )
 
 

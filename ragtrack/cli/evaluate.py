@@ -31,7 +31,7 @@ class ItemProgress:
         self.total, self.done, self.resumed = total, resumed, resumed
         self.started = self.last_line = time.monotonic()
         self.last_done = resumed
-        if console.is_terminal:
+        if err.is_terminal:  # progress goes to stderr: stdout holds the results a script reads
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(
@@ -40,13 +40,13 @@ class ItemProgress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(),
-                console=console,
+                console=err,
                 transient=False,
             )
             self.bar.start()
             self.task = self.bar.add_task(self.label, total=total, completed=resumed, status="")
         else:
-            console.print(f"{self.label}: {resumed}/{total} items", highlight=False)
+            err.print(f"{self.label}: {resumed}/{total} items", highlight=False)
 
     def advance(self, record) -> None:
         self.done += 1
@@ -58,7 +58,7 @@ class ItemProgress:
         now = time.monotonic()
         if self.done - self.last_done >= self.every or now - self.last_line >= self.seconds or self.done == self.total:
             self.last_line, self.last_done = now, self.done
-            console.print(f"{self.label}: {self.line(now - self.started)}" + (f", {status}" if status else ""))
+            err.print(f"{self.label}: {self.line(now - self.started)}" + (f", {status}" if status else ""))
 
     def line(self, elapsed: float) -> str:
         """``12/48 items, 0.8 items/s, ETA 45 s`` (rate over this process's items)."""
@@ -140,11 +140,11 @@ def eval_cmd(
         state = {"started": False}
 
         def on_stage(stage: str) -> None:  # also during the items (a model loaded on first use) and after
-            console.print(f"[dim]… {stage}[/]")
+            err.print(f"[dim]… {stage}[/]")
 
         def on_start(total: int, resumed: int) -> None:
             if resumed:
-                console.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
+                err.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
             state["started"] = True
             resume()  # the collector is back on for the items, over what they make
             bar.start(total, resumed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragtrack.cli import LLM_HELP, console, main
+from ragtrack.cli import LLM_HELP, console, err, main
 
 
 @main.group()
@@ -32,9 +32,8 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
     from ragtrack import report as view
     from ragtrack.api import calibrate
 
-    with Progress(
-        TextColumn("[bold]calibrate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as bar:
+    columns = TextColumn("[bold]calibrate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:  # no bar frames in a CI log
         task = bar.add_task("cases", total=None)
         report = calibrate(
             judge_name,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtrack.agent import Agent, AgentOutput, answer_timed
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.scoring import item_record, judge_input, score_item
 from ragtrack.golden import GoldenItem, GoldenSet
@@ -70,9 +71,22 @@ class Checkpoint:
                 records[row["id"]] = ItemRecord.from_json(row)
         return header, {k: r for k, r in records.items() if r.settled}, build
 
+    def ensure_writable(self) -> None:
+        """Fail now, in one line, if the checkpoint cannot be written (before hours of answers that
+        could not be resumed)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            raise RagtrackError(
+                f"cannot write the eval's checkpoint {self.path}: {e.strerror or e} "
+                "(ragtrack keeps finished items there to resume; make the folder writable)"
+            ) from None
+
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.is_file():
+        if not self.path.is_file() or self.path.stat().st_size == 0:  # new, or made by ensure_writable
             self._append({"header": header})
 
     def add_build(self, usage: dict[str, Usage]) -> None:

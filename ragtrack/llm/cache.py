@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 
 from ragtrack.caches import mark_used
 from ragtrack.files import atomic_write_json
 from ragtrack.llm.base import ChatParams, Completion, Message
+
+log = logging.getLogger(__name__)
 
 
 def cache_key(identity: str, messages: list[Message], params: ChatParams) -> str:
@@ -29,6 +32,7 @@ class JsonCache:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        self._unwritable = False
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -45,7 +49,14 @@ class JsonCache:
         return data
 
     def put_json(self, key: str, payload: dict) -> None:
-        atomic_write_json(self._path(key), payload, indent=None)
+        """Keep ``payload``; a cache that cannot be written is reported once and costs only the
+        next run's calls, never this run."""
+        try:
+            atomic_write_json(self._path(key), payload, indent=None)
+        except OSError as e:
+            if not self._unwritable:
+                self._unwritable = True
+                log.warning("cannot write the reply cache %s (%s); replies are not kept", self.root, e.strerror or e)
 
 
 class CompletionCache(JsonCache):

@@ -29,6 +29,8 @@ from ragtrack.pipeline.chunking import Chunk, Units
 from ragtrack.pipeline.embedding import Embedder
 from ragtrack.text import zh_words
 
+log = logging.getLogger(__name__)
+
 
 def cache_key(*parts: object) -> str:
     """Stable key over JSON-able parts (corpus digest, chunking params, model, step prompts…)."""
@@ -87,7 +89,15 @@ class TextVectors:
 
 
 def save_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None = None) -> None:
-    """Write atomically (temp folder, then rename): a half-written entry would poison later runs."""
+    """Write atomically (temp folder, then rename): a half-written entry would poison later runs.
+    A cache that cannot be written costs the next run a rebuild, never this run its result."""
+    try:
+        _write_index(folder, units, dense, known)
+    except OSError as e:
+        log.warning("cannot cache the index in %s (%s); the next run builds it again", folder, e.strerror or e)
+
+
+def _write_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None) -> None:
     with atomic_folder(folder) as tmp:
         payload = {"chunks": [asdict(c) for c in units.chunks], "parents": [asdict(c) for c in units.parents.values()]}
         (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")

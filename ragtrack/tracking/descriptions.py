@@ -214,8 +214,8 @@ def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) 
     if s is None:
         return ""
     d = s.decision
-    if d.champion is None:
-        return f"No champion yet: {verdict(d)}."
+    if d.champion is None:  # the rule's own reason starts "no champion yet" when it would promote
+        return f"{verdict(d)}." if d.promoted else f"No champion yet: {verdict(d)}."
     if d.champion_model_version == run.model_version:
         return f"This model version is the champion ({d.champion})."
     paired_rows = {r.metric: r.diff for r in s.rows if r.scope == m.ALL}

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import socket
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -96,12 +97,13 @@ PROBE_TIMEOUT_S = 5.0
 PROBE_ATTEMPTS = 2
 
 
-def check_store(uri: str) -> None:
+def check_store(uri: str, *, writing: bool = True) -> None:
     """Fail fast, in one line, when the store is of an unsupported kind or does not answer.
 
-    MLflow itself retries an unreachable server for minutes before raising; a
-    short probe (a few seconds, one retry) answers the question "is it there"
-    before any work is done.
+    MLflow itself retries an unreachable server for minutes before raising (and a
+    SQLite file it cannot open for as long); a short probe answers the question "is
+    it there" before any work is done — for a local store ``writing``, also whether
+    it takes writes.
     """
     parts = urlsplit(uri)
     scheme = parts.scheme.split("+", 1)[0]
@@ -117,6 +119,7 @@ def check_store(uri: str) -> None:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(f"cannot create the store folder {folder}: {e.strerror or e}") from None
+        _probe_sqlite(Path(uri.removeprefix("sqlite:///")), writing)
         return
     last = ""
     for attempt in range(PROBE_ATTEMPTS):
@@ -525,20 +528,41 @@ def _summary(run) -> RunSummary:
     )
 
 
-def open_store(config: ProjectConfig, tracking_uri: str | None = None, *, reading: bool = False) -> Store:
+def _probe_sqlite(path: Path, writing: bool) -> None:
+    """Open the store's SQLite file (creating it, as MLflow would) and, ``writing``, take the write
+    lock for a moment: a folder or file without write permission, or a folder where the file should
+    be, is one line now instead of a minute of MLflow's retries and a traceback."""
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            db.execute("PRAGMA schema_version").fetchone()
+            if writing:
+                db.execute("BEGIN IMMEDIATE")
+                db.rollback()
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        what = "write to" if writing and path.is_file() else "open"
+        raise StoreError(f"cannot {what} the store {path}: {e} (check the permissions of it and its folder)") from None
+
+
+def open_store(
+    config: ProjectConfig, tracking_uri: str | None = None, *, existing: bool = False, writing: bool = True
+) -> Store:
     """Check the store answers, point MLflow at it and make sure the project's experiments exist.
 
-    ``reading``: for commands that only read what evals wrote (compare, promote, versions): a
-    local store that does not exist yet is an error, not a new empty store created to say so.
+    ``existing``: for commands about what evals wrote (compare, promote, versions): a local store
+    that does not exist yet is an error, not a new empty store created to say so. ``writing``:
+    the command will write (a local store is probed for it before any work).
     """
     global _exported
     uri = resolve_tracking_uri(config, tracking_uri)
-    if reading and (database := local_database(uri)) is not None and not database.is_file():
+    if existing and (database := local_database(uri)) is not None and not database.is_file():
         raise StoreError(
             f"no tracking store at {database}: nothing has been evaluated in {Path(config.root).resolve()} yet "
             "(run `ragtrack eval --version <v>` there first, or pass the tracking URI of the store with your runs)"
         )
-    check_store(uri)
+    check_store(uri, writing=writing)
     # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff).
     for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")):
         os.environ.setdefault(name, value)
