@@ -246,6 +246,9 @@ class AgentKind:
     build: Callable[[LoadedSpec, AgentContext], Agent]
     # key (a name, or the dotted key path the file is named at) → path relative to the spec file
     files: Callable[[BaseModel], dict[str, str]] = lambda spec: {}
+    # The agent's own source files under the project root (the python kind's target module): their
+    # text is part of the version, so editing the code registers a new version, as editing a prompt does.
+    code: Callable[[BaseModel, Path], list[Path]] = lambda spec, root: []
 
 
 AGENT_KINDS: Registry[AgentKind] = Registry(

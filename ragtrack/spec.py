@@ -39,6 +39,7 @@ class LoadedSpec:
     spec: Any  # the kind's spec model (a pydantic model with a ``version`` table)
     files: dict[str, str] = field(default_factory=dict)  # key → text (prompts)
     file_paths: dict[str, str] = field(default_factory=dict)  # key → path as written in the spec
+    code: dict[str, str] = field(default_factory=dict)  # the agent's source file (from the root) → its text's hash
 
     @property
     def name(self) -> str:
@@ -56,6 +57,8 @@ class LoadedSpec:
     @property
     def hash(self) -> str:
         payload = {"kind": self.kind, "spec": self.spec.model_dump(mode="json"), "files": self.files}
+        if self.code:  # only kinds with code of their own: every other spec keeps the hash it had
+            payload["code"] = self.code
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -71,6 +74,8 @@ class LoadedSpec:
         for key, rel in self.file_paths.items():
             flat[f"prompt.{key}"] = rel
             flat[f"prompt.{key}.hash"] = self.file_hash(key)
+        for rel, digest in self.code.items():
+            flat[f"code.{rel}.hash"] = digest
         flat["spec_hash"] = self.hash
         return flat
 
@@ -79,7 +84,7 @@ class LoadedSpec:
         a different, separately hashed agent."""
         data = _merge(self.spec.model_dump(mode="json"), update)
         spec = AGENT_KINDS.get(self.kind).spec_model.model_validate(data)
-        return LoadedSpec(self.path, self.kind, spec, self.files, self.file_paths)
+        return LoadedSpec(self.path, self.kind, spec, self.files, self.file_paths, self.code)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -89,6 +94,7 @@ class LoadedSpec:
                 "spec": self.spec.model_dump(mode="json"),
                 "files": self.files,
                 "file_paths": self.file_paths,
+                "code": self.code,
             },
             indent=1,
             ensure_ascii=False,
@@ -98,7 +104,7 @@ class LoadedSpec:
     def from_json(cls, text: str) -> LoadedSpec:
         data = json.loads(text)
         spec = AGENT_KINDS.get(data["kind"]).spec_model.model_validate(data["spec"])
-        return cls(data["path"], data["kind"], spec, data["files"], data["file_paths"])
+        return cls(data["path"], data["kind"], spec, data["files"], data["file_paths"], data.get("code", {}))
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, str]) -> None:
@@ -210,4 +216,11 @@ def load_spec(
             texts[key] = read_text(target, normalize=True)  # a CRLF checkout is the same agent
     if problems:
         raise InputError(tomlfile.locate(problems, text))
-    return LoadedSpec(str(path), kind.name, spec, texts, dict(named))
+    project = Path(root) if root is not None else path.parent
+    code = {
+        source.resolve().relative_to(project.resolve()).as_posix(): hashlib.sha256(
+            read_text(source, normalize=True).encode()
+        ).hexdigest()[:12]
+        for source in kind.code(spec, project)
+    }
+    return LoadedSpec(str(path), kind.name, spec, texts, dict(named), code)

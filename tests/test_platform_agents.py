@@ -566,6 +566,25 @@ def test_a_python_callable_and_a_langchain_runnable(project):
     assert [c.passage_ids for c in record.contexts] == [[CHECKPOINTS], ["notes.txt"]]
 
 
+def test_editing_a_python_agents_module_makes_a_new_version(project):
+    """Its code is the agent, as a prompt is: a change registers a new model version; line ends do not."""
+    from ragtrack.spec import load_spec
+
+    (project / "toy_rag_fn.py").write_text(CALLABLE)
+    write_spec(project, "py-fn", 'kind = "python"\ntarget = "toy_rag_fn:answer"\n')
+    first = evaluate("py-fn", root=project)
+    assert first.params["spec.code.toy_rag_fn.py.hash"] == hashlib.sha256(CALLABLE.encode()).hexdigest()[:12]
+    (project / "toy_rag_fn.py").write_bytes(CALLABLE.replace("\n", "\r\n").encode())
+    assert load_spec("py-fn", project / "pipelines", project).hash == first.params["spec_hash"]
+    (project / "toy_rag_fn.py").write_text(CALLABLE + "\n# tuned\n")
+    second = evaluate("py-fn", root=project)
+    assert second.params["spec_hash"] != first.params["spec_hash"]
+    assert second.model_version != first.model_version
+    # A module that is not a file of the project (here: installed with Python) is not part of the hash.
+    write_spec(project, "py-json", 'kind = "python"\ntarget = "json:dumps"\n')
+    assert load_spec("py-json", project / "pipelines", project).code == {}
+
+
 def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     (project / "toy_rag_bad.py").write_text(
         "def boom(q):\n    raise RuntimeError('index not loaded')\n\ndef text_only(q):\n    return 'just words'\n"

@@ -18,9 +18,10 @@ returns is read as:
   or ``page_content`` or ``content``, ``doc_id``, ``score``) or strings;
 * a bare string or message: an answer without retrieval (a per-item error).
 
-An exception is a per-item error; many in a row stop the run. The response
-cache keys on the spec *and* the target module's source, so editing that
-module re-asks (code elsewhere it uses is not seen: pass ``--no-cache``).
+An exception is a per-item error; many in a row stop the run. The target
+module's file, when it lies in the project, is part of the spec's hash (a new
+registered version when it is edited), and the response cache keys on the
+module's source too; code elsewhere it uses is not seen (``--no-cache``).
 """
 
 from __future__ import annotations
@@ -160,4 +161,12 @@ def _context(item: Any, rank: int) -> PlatformContext:
     )
 
 
-KIND = AgentKind("python", PythonSpec, PythonAgent, declared_files)
+def module_file(spec: PythonSpec, root: Path) -> list[Path]:
+    """The target module's file when it lies in the project (``path``/``module/name.py`` or a
+    package's ``__init__.py``), found without importing it; an installed module is not."""
+    base = (root / spec.agent.path).resolve().joinpath(*spec.agent.target.partition(":")[0].split("."))
+    found = [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()][:1]
+    return [p for p in found if p.resolve().is_relative_to(root.resolve())]
+
+
+KIND = AgentKind("python", PythonSpec, PythonAgent, declared_files, module_file)
