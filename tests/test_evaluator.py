@@ -6,6 +6,7 @@ import pytest
 
 from ragtrack.api import evaluate
 from ragtrack.config import load_config
+from ragtrack.evaluation.metrics import ALIASES
 from ragtrack.tracking.store import open_store
 
 GT = "guides/sampler.md#sampler-guide/guidance/cfg-value"
@@ -64,3 +65,26 @@ def test_a_registered_agent_version_evaluates_through_mlflow(project):
             evaluators=["ragtrack"],
         )
     assert result.metrics["context_recall"] == 1.0 and result.metrics["correctness_n"] == 1
+
+
+def test_the_plugin_scores_a_registered_version_as_its_eval_did(project):
+    """The model says which passages each context maps to, so every retrieval figure of an item is
+    the eval's own, unmapped share and ranks by returned unit included."""
+    report = evaluate("v1", root=project)
+    open_store(load_config(project))
+    for record in report.records:
+        data = pd.DataFrame(
+            {"question": [record.question], "gt_context_ids": [record.gt_context_ids], "gt_answer": [record.gt_answer]}
+        )
+        with mlflow.start_run():
+            result = mlflow.models.evaluate(
+                f"models:/rag-agent/{report.model_version}",
+                data=data,
+                model_type="question-answering",
+                evaluators=["ragtrack"],
+            )
+        for name, value in record.retrieval.items():
+            if value is not None:
+                assert result.metrics[ALIASES.get(name, name)] == pytest.approx(value), (record.id, name)
+        unmapped = sum(not c.passage_ids for c in record.contexts) / len(record.contexts)
+        assert result.metrics["unmapped_share"] == pytest.approx(unmapped)

@@ -36,7 +36,9 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
         return build_agent(self._spec, AgentContext(corpus, config, config.eval.min_overlap))
 
     def predict(self, context, model_input: list[str], params=None):
-        """One ``{"answer", "retrieved_ids", "contexts"}`` per question.
+        """One ``{"answer", "retrieved_ids", "contexts", "context_ids"}`` per question: ``retrieved_ids``
+        the canonical passages in rank order (each once), ``contexts`` the texts handed to the generator
+        and ``context_ids`` each one's passages (empty: it maps to none).
 
         The type hint lets MLflow validate inputs and turn a one-column DataFrame
         (what ``mlflow.models.evaluate`` passes) into a list of questions.
@@ -51,6 +53,7 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
                     "answer": out.answer,
                     "retrieved_ids": out.passage_ids,
                     "contexts": [c.text for c in out.contexts],
+                    "context_ids": [list(c.passage_ids) for c in out.contexts],
                 }
             )
         return outputs

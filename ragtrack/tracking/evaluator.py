@@ -54,10 +54,18 @@ def _as_list(value: Any) -> list[str]:
 
 
 def _output(out: Any) -> AgentOutput:
-    """A model's prediction as an agent output: each retrieved ID is a context of its own."""
+    """A model's prediction as an agent output. With ``context_ids`` (ragtrack's own models) each
+    context keeps the passages it maps to, so the metrics are the eval's exactly; otherwise each
+    retrieved ID is a context of its own."""
     if not isinstance(out, dict):
         return AgentOutput(answer=str(out), contexts=[])
     texts = list(out.get("contexts", ()))
+    if (per_context := out.get("context_ids")) is not None and len(per_context) == len(texts):
+        contexts = [
+            RetrievedContext(f"context-{n}", text, tuple(_as_list(ids)), None, "id" if ids else "unmapped")
+            for n, (text, ids) in enumerate(zip(texts, per_context, strict=True))
+        ]
+        return AgentOutput(answer=str(out.get("answer", "")), contexts=contexts)
     ids = _as_list(out.get("retrieved_ids", []))
     contexts = [
         RetrievedContext(pid, texts[n] if n < len(texts) else "", (pid,), None, "id") for n, pid in enumerate(ids)
