@@ -181,9 +181,19 @@ def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
     if not files:
         raise InputError([Problem(str(root), "no .md, .markdown or .txt files in the corpus folder")])
     documents, warnings = {}, []
+    seen: dict[str, str] = {}  # text → the first document that has it
     for f in files:
         rel = f.relative_to(root).as_posix()
-        doc, found = split_document(rel, read_text(f, normalize=True), max_passage_chars)
+        text = read_text(f, normalize=True)
+        if (original := seen.setdefault(text.strip(), rel)) != rel and text.strip():
+            warnings.append(
+                Problem(
+                    str(f),
+                    f"the same text as {original}: every passage has a twin there, so retrieval may return "
+                    "either copy while a GT ID names one (remove one, or expect lower scores)",
+                )
+            )
+        doc, found = split_document(rel, text, max_passage_chars)
         warnings += [Problem(str(f), w.message, w.line, w.field) for w in found]
         if doc.passages:
             documents[rel] = doc

@@ -267,6 +267,19 @@ class Staleness:
         return f"{self.where}: {self.item_id}: " + "; ".join(parts)
 
 
+def stale_advice(stale: list[Staleness]) -> str:
+    """What to do about stale items: a changed text is reviewed and accepted; a passage that
+    disappeared (a heading renamed, a document moved) needs the item's IDs fixed first."""
+    steps = []
+    if gone := [s.item_id for s in stale if s.missing]:
+        steps.append(
+            f"point the gt_context_ids of {', '.join(gone)} at the passages' new IDs "
+            '(`ragtrack corpus search "<words of the passage>"`)'
+        )
+    steps.append("review the answers, then `ragtrack golden fingerprint --id ID` to accept the new text")
+    return "; ".join(steps) + "; or pass --allow-stale to score them as they are"
+
+
 def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
     """Items whose GT passages changed or disappeared since their fingerprint was taken.
 
@@ -312,10 +325,7 @@ def check_ready(golden: GoldenSet, corpus: Corpus, *, allow_stale: bool = False)
     if stale and not allow_stale:
         lines.append(f"{len(stale)} item(s) have stale GT (the corpus changed since they were written):")
         lines += [f"  {s}" for s in stale]
-        lines.append(
-            "review them, then `ragtrack golden fingerprint --id ID` to accept the new text; "
-            "or pass --allow-stale to score them as they are"
-        )
+        lines.append(stale_advice(stale))
     if lines:
         raise GoldenNotReadyError("\n".join(lines))
     return stale

@@ -277,3 +277,17 @@ def test_a_title_line_is_not_a_passage_of_its_own():
     article = "读者常见问题\n\n" + "\n\n".join(f"问：第{n}个问题？答：" + "回答。" * 20 for n in range(3))
     pieces = split_document("faq.txt", article, max_passage_chars=100)[0].passages
     assert pieces[0].text.startswith("读者常见问题\n\n问：第0个问题") and len(pieces) == 3
+
+
+def test_a_document_copied_twice_is_named_once(tmp_path):
+    (tmp_path / "guide.md").write_text("# Power\n\nUse the 12 V adapter.\n", encoding="utf-8")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "guide.md").write_bytes(b"# Power\r\n\r\nUse the 12 V adapter.\r\n")  # CRLF alike
+    (tmp_path / "other.md").write_text("# Power\n\nUse the 5 V adapter.\n", encoding="utf-8")
+    corpus = load_corpus(tmp_path)
+    twins = [str(w) for w in corpus.warnings if "the same text as" in w.message]
+    assert twins == [
+        f"{tmp_path / 'guide.md'}: the same text as copy/guide.md: every passage has a twin there, so retrieval "
+        "may return either copy while a GT ID names one (remove one, or expect lower scores)"
+    ]
+    assert len(corpus.documents) == 3  # still loaded: the warning explains, the user decides

@@ -214,6 +214,9 @@ def test_a_gt_passage_that_disappears_is_stale_not_a_typo(project):
     faq.write_text(faq.read_text(encoding="utf-8").replace("### 青禾设备支持 Matter 吗？", "### Matter"), "utf-8")
     result = run(project, "golden", "validate")
     assert result.exit_code == 1 and f"a001: GT passage {MATTER} disappeared from the corpus" in result.output
+    assert "point the gt_context_ids of a001 at the passages' new IDs (`ragtrack corpus search" in result.output
+    result = run(project, "eval", "--version", "v1")  # the same advice where eval refuses
+    assert result.exit_code == 2 and "point the gt_context_ids of a001 at the passages' new IDs" in result.output
     result = run(project, "golden", "fingerprint", "--id", "a001")
     assert result.exit_code == 2 and "fix the items' gt_context_ids first" in result.output
 

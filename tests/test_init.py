@@ -45,10 +45,11 @@ def articles(folder: Path) -> Path:
 
 
 def test_init_scaffolds_a_chinese_project_that_validates_and_evaluates(tmp_path):
-    root = tmp_path / "project"
+    root = tmp_path / "my project"  # a space: every command it prints must paste into a shell as is
     articles(root / "articles")
     result = run("init", str(root), "--lang", "zh", "--corpus", str(root / "articles"))
     assert result.exit_code == 0, result.output
+    assert f"next: cd '{root}' && ragtrack golden validate" in result.output
     expected_set = "zh" if M3E else "zh-bm25"
     assert f"versions {expected_set}" in result.output and "3 documents" in result.output
     for name in ("ragtrack.toml", "pipelines/v1.toml", "pipelines/v5.toml", "pipelines/prompts/zh/answer_plain.md"):
@@ -66,6 +67,7 @@ def test_init_scaffolds_a_chinese_project_that_validates_and_evaluates(tmp_path)
     evaluated = run("--root", str(root), "eval", "--version", "v1")
     assert evaluated.exit_code == 0, evaluated.output
     assert "language" not in evaluated.output  # the built-in v1 reads Chinese: no mismatch warning
+    assert f"mlflow ui --backend-store-uri 'sqlite:///{root.resolve()}/mlruns/mlflow.db'" in evaluated.output
     assert "参考答案" in json.dumps(_items(root)[0]["judges"], ensure_ascii=False)  # Chinese reasons
 
     # Running init again keeps every file.

@@ -31,7 +31,7 @@ from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
 from ragtrack.tracking.models import ModelRef, ensure_version_model
-from ragtrack.tracking.store import Store, open_store
+from ragtrack.tracking.store import Store, local_database, open_store, resolve_tracking_uri
 
 
 @dataclass
@@ -208,6 +208,9 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         spec = spec.with_values({"llm": {"model": o.llm}})
     golden = golden.limit(o.limit)
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
+    database = local_database(resolve_tracking_uri(config, o.tracking_uri))
+    if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
+        progress.on_stage(f"a new tracking store: {database}")
     store = open_store(config, o.tracking_uri)
     for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
         progress.on_warning(line)

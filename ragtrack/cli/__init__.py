@@ -182,6 +182,15 @@ def main(ctx: click.Context, root: str) -> None:
       ragtrack compare v1 v5            # side by side, per type, with confidence intervals
       ragtrack promote v5               # move the 'champion' alias if v5 wins
       ragtrack ui                       # open the MLflow UI on this project's store
+
+    \b
+    Exit status, for scripts and CI:
+      0  done (promote: promoted, or already the champion)
+      1  a verdict against you: promote refused, golden set not ready, audit failed,
+         eval got no answer at all
+      2  bad input, configuration or store: one line on stderr, file:line where there is one
+      130 / 143  interrupted (Ctrl-C / SIGTERM): an eval keeps its items and resumes
+    Progress goes to stderr, results to stdout.
     """
     _quiet_libraries()
     if not _exit_at_once and gc.get_freeze_count() == 0:  # a caller's own freeze is left alone

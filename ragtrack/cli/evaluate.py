@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 
@@ -194,9 +195,10 @@ def eval_cmd(
         err.print("finished items are logged; run the same command again to resume.")
     setup = f" · {report.setup}" if report.setup else ""
     console.print(f"run [bold]{report.run_id}[/] · model version {report.model_version}{setup}")
-    console.print(
-        f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {report.tracking_uri})"
-    )
+    from ragtrack.secrets import without_credentials
+
+    uri = escape(shlex.quote(without_credentials(report.tracking_uri)))  # pasted into a shell as printed
+    console.print(f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {uri})")
     write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
     if report.records and not report.measured:
         err.print("[bold red]no question got an answer:[/] nothing was measured (see the errors above)")

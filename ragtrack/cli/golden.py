@@ -62,6 +62,7 @@ def golden_validate(ctx, golden_path, corpus_path):
     """
     from ragtrack.api import check_golden
     from ragtrack.errors import warning_summary
+    from ragtrack.golden import stale_advice
 
     check = check_golden(root=ctx.obj["root"], corpus_path=corpus_path, golden_path=golden_path)
     corpus, gold = check.corpus, check.golden
@@ -76,8 +77,9 @@ def golden_validate(ctx, golden_path, corpus_path):
         warn(s, "stale GT")
     if check.stale:
         err.print(
-            f"{len(check.stale)} item(s) have stale GT: check their answers, then "
-            "`ragtrack golden fingerprint --id ID` (eval refuses them unless --allow-stale)"
+            f"{len(check.stale)} item(s) have stale GT, which eval refuses: {stale_advice(check.stale)}",
+            highlight=False,
+            markup=False,
         )
     if check.unanswered:
         err.print(

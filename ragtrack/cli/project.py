@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 
 import click
 
@@ -51,7 +52,7 @@ def init(directory, language, corpus_path):
         err.print(f"… and {len(report.corpus_warnings) - 8} more (`ragtrack corpus ls` lists them all)")
     for note in report.notes:
         warn(note, "note:")
-    where = "" if directory == "." else f"cd {directory} && "
+    where = "" if directory == "." else f"cd {shlex.quote(directory)} && "
     console.print(f"next: {where}ragtrack golden validate && ragtrack eval --version v1", highlight=False)
 
 

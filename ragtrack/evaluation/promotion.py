@@ -179,9 +179,11 @@ def decide(
 
     incumbent = champion.run
     if incumbent is None:
+        items = int(challenger.metrics.get("items", 0))
         refuse(
-            f"the champion {champion.version} has no eval on the same golden set (digest {challenger.golden_digest}) "
-            f"with the same judge; run: ragtrack eval --version {champion.version}"
+            f"the champion {champion.version} has no eval on the golden set of {challenger.version}'s run "
+            f"(digest {challenger.golden_digest}, {items} items) with its judge ({challenger.judge_identity}); "
+            f"run: ragtrack eval --version {champion.version}, with the --golden, --limit and --judge that run used"
         )
         return decision
     for problem in comparability_problems(incumbent, challenger):
