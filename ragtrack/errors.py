@@ -47,7 +47,8 @@ class InputError(RagtrackError):
     """One or more problems in an input file (corpus, golden set, spec, config)."""
 
     def __init__(self, problems: list[Problem]):
-        self.problems = problems
+        # In reading order (file, then line; a whole-file problem first), as an editor walks them.
+        self.problems = sorted(problems, key=lambda p: (p.file, p.line or 0))
         head = f"{len(problems)} problem(s):" if len(problems) > 1 else ""
         body = "\n".join(f"  {p}" if head else str(p) for p in problems)
         super().__init__(f"{head}\n{body}" if head else body)

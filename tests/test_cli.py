@@ -26,6 +26,7 @@ def test_eval_prints_the_metric_table_and_run(project):
     assert gc.isenabled()  # the set-up ran with the collector paused; the caller has it back
     assert "context_recall" in result.output and "correctness" in result.output and "type A" in result.output
     assert "run " in result.output and "ragtrack ui" in result.output
+    assert "--limit 3 takes the first 3 items in file order: no item of type C, D" in result.output
     database = project.resolve() / "mlruns" / "mlflow.db"
     assert f"… a new tracking store: {database}" in result.output  # a mistyped --tracking-uri shows here
     again = run("--root", str(project), "eval", "--version", "v1", "--limit", "3")

@@ -44,6 +44,8 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     assert f'{path}:7: gt_context_ids: must be a list, such as ["…"] (got str)' in got
     assert any(g.startswith(f"{path}:8: bad JSON") for g in got)
     assert len(got) == 8
+    lines = [int(g.removeprefix(f"{path}:").split(":")[0]) for g in got]
+    assert lines == sorted(lines), "reported in file order, as an editor walks them"
 
 
 def test_digest_is_stable_and_content_sensitive(tiny_corpus, tmp_path):

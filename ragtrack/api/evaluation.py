@@ -206,7 +206,12 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         if spec.kind != "pipeline":
             raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
         spec = spec.with_values({"llm": {"model": o.llm}})
-    golden = golden.limit(o.limit)
+    full, golden = golden, golden.limit(o.limit)
+    if missed := sorted({i.type for i in full.items} - {i.type for i in golden.items}):
+        progress.on_warning(
+            f"--limit {o.limit} takes the first {len(golden)} items in file order: no item of type "
+            f"{', '.join(missed)}, so the per-type figures and the means speak for part of the golden set"
+        )
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     database = local_database(resolve_tracking_uri(config, o.tracking_uri))
     if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
