@@ -202,6 +202,7 @@ def test_the_champion_is_not_challenged_by_itself():
     d = decide(ours, Champion("1", "v1", ours), Rule())
     assert not d.promoted and d.already_champion and d.accepted and d.outcome == "unchanged"
     assert d.summary() == "v1 is already the champion (model version 1): nothing to decide; the alias stays where it is"
+    assert "figures" not in repr(d) and len(repr(d)) < 600  # printed in a notebook: the verdict, not every figure
 
 
 def test_compare_records_pairs_items_and_flags_partial_judges():

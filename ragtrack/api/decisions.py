@@ -64,8 +64,9 @@ def compare(
         if not allow_incomparable:
             raise RagtrackError(
                 f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
-                f"(digest {b.golden_digest}, judge {b.judge_identity}); run: ragtrack eval --version {version_a} "
-                f"with the same --golden and --judge"
+                f"(digest {b.golden_digest}, {int(b.metrics.get('items', 0))} items, judge {b.judge_identity}); "
+                f"run: ragtrack eval --version {version_a} with the --golden, --limit and --judge that run used "
+                f"(or evaluate {version_b} again on the set you meant)"
             ) from None
         a = store.latest_eval(version_a)
     warnings = comparability_problems(a, b)

@@ -139,7 +139,8 @@ def _example_golden(report: InitReport, corpus) -> None:
     if missing:
         report.notes.append(
             f"no example of type {', '.join(missing)}: the offline templates found no material for it "
-            "(B needs a section with subsections, C and D two documents); write those items yourself"
+            "(B needs a section with subsections, C and D two documents that share distinctive words); "
+            "write those items yourself"
         )
 
 

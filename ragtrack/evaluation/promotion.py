@@ -80,8 +80,8 @@ class Decision:
     promoted: bool
     rule: str
     reasons: list[str]
-    figures: dict[str, float]
-    gates: list[Gate]
+    figures: dict[str, float] = field(repr=False)
+    gates: list[Gate] = field(repr=False)
     dry_run: bool = False
     decision_run_id: str = ""
     # The version asked about is the champion already: nothing to decide, nothing moves, and not a refusal.
