@@ -333,3 +333,18 @@ def test_markdown_on_stdout_is_the_markdown_alone(project):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("**v1**: correctness (1–5)") and "┃" not in done.stdout and "…" not in done.stdout
     assert "… loading corpus and golden set" in done.stderr and "┃ metric" in done.stderr
+
+
+def test_a_quick_limited_run_does_not_hide_the_full_set_comparison(project):
+    from ragtrack.api import compare, evaluate
+
+    full_v1, full_v3 = evaluate("v1", root=project), evaluate("v3", root=project)
+    quick = evaluate("v3", root=project, limit=2)  # now v3's latest run, on a set v1 was never run on
+    report = compare("v1", "v3", root=project, log=False)
+    assert (report.a.run_id, report.b.run_id) == (full_v1.run_id, full_v3.run_id)
+    assert report.warnings[0] == (
+        f"v1 has no eval on the golden set of v3's latest run ({quick.params['golden_digest']}, 2 items): "
+        f"compared on the latest set both have ({full_v3.params['golden_digest']}, 5 items)"
+    )
+    result = run("--root", str(project), "compare", "v1", "v3")
+    assert result.exit_code == 0 and "v1 has no eval on the golden set of v3's latest run" in result.output

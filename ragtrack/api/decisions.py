@@ -52,15 +52,21 @@ def compare(
     """The latest comparable eval runs of two versions, side by side with paired statistics.
 
     B's latest complete run picks the golden digest and judge (or ``golden_path``
-    does); A's latest run with the same ones is its partner.
+    does); A's latest run with the same ones is its partner. When A has none, the
+    latest golden set and judge both were evaluated on is used, and a warning says
+    so (a quick ``--limit`` run of B does not hide its full-set comparison).
     """
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
-    b = store.latest_eval(version_b, digest)
-    try:
-        a = store.latest_eval(version_a, b.golden_digest, b.judge_identity)
-    except RagtrackError:
+    latest = b = store.latest_eval(version_b, digest)
+    shared = {(r.golden_digest, r.judge_identity): r for r in reversed(store.eval_runs(version_a, digest))}
+    common = next(
+        (r for r in store.eval_runs(version_b, digest) if (r.golden_digest, r.judge_identity) in shared), None
+    )
+    if common is not None:
+        b, a = common, shared[(common.golden_digest, common.judge_identity)]  # each side's newest on that set
+    else:
         if not allow_incomparable:
             raise RagtrackError(
                 f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
@@ -70,6 +76,13 @@ def compare(
             ) from None
         a = store.latest_eval(version_a)
     warnings = comparability_problems(a, b)
+    if b.run_id != latest.run_id:
+        warnings.insert(
+            0,
+            f"{version_a} has no eval on the golden set of {version_b}'s latest run ({latest.golden_digest}, "
+            f"{int(latest.metrics.get('items', 0))} items): compared on the latest set both have ({b.golden_digest}, "
+            f"{int(b.metrics.get('items', 0))} items)",
+        )
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
     rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
