@@ -319,20 +319,25 @@ def test_registering_a_version_prints_nothing_of_mlflows_own(project):
     assert logged.tags[Tag.MODEL_VERSIONS] == '[{"name": "rag-agent", "version": 2}]'  # its page links the version
 
 
-def test_markdown_on_stdout_is_the_markdown_alone(project):
-    """``--markdown - > summary.md``: progress, tables and warnings go to stderr."""
+def test_markdown_on_stdout_is_the_markdown_alone(project, tmp_path):
+    """``--markdown - > summary.md``: progress, tables and warnings go to stderr. The store is the
+    user's MLFLOW_TRACKING_URI, as in CI: the Markdown must be read from that store too."""
+    import os
     import subprocess
     import sys
 
+    store = tmp_path / "team" / "mlflow.db"
     done = subprocess.run(
         [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v1", "--markdown", "-"],
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{store}"},
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("**v1**: correctness (1–5)") and "┃" not in done.stdout and "…" not in done.stdout
     assert "… loading corpus and golden set" in done.stderr and "┃ metric" in done.stderr
+    assert store.is_file() and not (project / "mlruns").exists()
 
 
 def test_a_quick_limited_run_does_not_hide_the_full_set_comparison(project):

@@ -161,7 +161,7 @@ def test_runs_on_different_golden_sets_or_judges_are_not_compared():
     assert not d.promoted and "different judges" in " ".join(d.reasons)
     champion = Champion("1", "v1", None)  # the champion has no eval on the challenger's golden set
     d = decide(summary("v2", records([5] * 8)), champion, Rule())
-    assert not d.promoted and "no eval on the same golden set" in d.reasons[0]
+    assert not d.promoted and "has no eval on the golden set of v2's run" in d.reasons[0]
 
 
 def test_substituted_models_and_partial_means_refuse_unless_allowed():
@@ -287,7 +287,7 @@ def test_a_champion_without_an_eval_on_the_same_golden_set_refuses(store, tmp_pa
     promote(store, tmp_path, "v1")
     log_eval(store, "v2", [5] * 8, digest="other")
     d = promote(store, tmp_path, "v2")
-    assert not d.promoted and "no eval on the same golden set" in d.reasons[0]
+    assert not d.promoted and "has no eval on the golden set of v2's run" in d.reasons[0]
 
 
 def test_dry_run_decides_without_moving_the_alias(store, tmp_path):

@@ -566,8 +566,10 @@ def open_store(
     # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff).
     for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")):
         os.environ.setdefault(name, value)
+    before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
-    _exported = os.environ.get("MLFLOW_TRACKING_URI")
+    if os.environ.get("MLFLOW_TRACKING_URI") != before:  # ours; the user's own setting stays theirs
+        _exported = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_registry_uri(uri)
     client = MlflowClient(uri, registry_uri=uri)
     name = config.project.experiment
