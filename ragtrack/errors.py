@@ -50,7 +50,7 @@ class InputError(RagtrackError):
         # In reading order (file, then line; a whole-file problem first), as an editor walks them.
         self.problems = sorted(problems, key=lambda p: (p.file, p.line or 0))
         head = f"{len(problems)} problem(s):" if len(problems) > 1 else ""
-        body = "\n".join(f"  {p}" if head else str(p) for p in problems)
+        body = "\n".join(f"  {p}" if head else str(p) for p in self.problems)
         super().__init__(f"{head}\n{body}" if head else body)
 
 

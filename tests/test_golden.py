@@ -46,6 +46,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     assert len(got) == 8
     lines = [int(g.removeprefix(f"{path}:").split(":")[0]) for g in got]
     assert lines == sorted(lines), "reported in file order, as an editor walks them"
+    assert [line.strip() for line in str(e.value).splitlines()[1:]] == got  # and printed so
 
 
 def test_digest_is_stable_and_content_sensitive(tiny_corpus, tmp_path):
