@@ -73,11 +73,11 @@ def key_lines(text: str) -> dict[tuple, int]:
 def key_line(text: str, path: Sequence[str | int]) -> int | None:
     """The line of ``path`` in ``text``, else of its nearest enclosing key or table; None if
     none of it is written (a missing top-level key)."""
-    lines = key_lines(text)
-    for n in range(len(path), 0, -1):
-        if (found := lines.get(tuple(path[:n]))) is not None:
-            return found
-    return None
+    return _nearest(key_lines(text), path)
+
+
+def _nearest(lines: dict[tuple, int], path: Sequence[str | int]) -> int | None:
+    return next((lines[tuple(path[:n])] for n in range(len(path), 0, -1) if tuple(path[:n]) in lines), None)
 
 
 def locate(problems: list[Problem], text: str) -> list[Problem]:
@@ -88,9 +88,7 @@ def locate(problems: list[Problem], text: str) -> list[Problem]:
         if p.field is None and (blamed := _BLAMED.match(p.message)) is not None:
             p = replace(p, field=blamed.group(1), message=blamed.group(2))
         if p.line is None and p.field is not None:
-            path = p.field.split(".")
-            found = (lines.get(tuple(path[:n])) for n in range(len(path), 0, -1))
-            p = replace(p, line=next((x for x in found if x is not None), None))
+            p = replace(p, line=_nearest(lines, p.field.split(".")))
         located.append(p)
     return located
 

@@ -59,11 +59,10 @@ def compare(
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
-    latest = b = store.latest_eval(version_b, digest)
+    runs_b = store.eval_runs(version_b, digest)
+    latest = b = runs_b[0] if runs_b else store.latest_eval(version_b, digest)  # none: its error says what to run
     shared = {(r.golden_digest, r.judge_identity): r for r in reversed(store.eval_runs(version_a, digest))}
-    common = next(
-        (r for r in store.eval_runs(version_b, digest) if (r.golden_digest, r.judge_identity) in shared), None
-    )
+    common = next((r for r in runs_b if (r.golden_digest, r.judge_identity) in shared), None)
     if common is not None:
         b, a = common, shared[(common.golden_digest, common.judge_identity)]  # each side's newest on that set
     else:
