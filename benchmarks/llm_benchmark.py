@@ -10,12 +10,14 @@ where its request handling competes with them for the GIL). The best any client 
 is N·calls·L / C seconds; the script prints each client's wall time divided by
 that ideal (1.00 = perfect), its peak requests in flight and its failures:
 
-* ragtrack, cold cache (adaptive concurrency, retries);
+* ragtrack, cold cache (adaptive concurrency, retries), and the same against a
+  server that declares its slots as llama.cpp's does (``GET /props`` →
+  ``total_slots``), where the limit starts at the capacity instead of probing;
 * ragtrack, warm cache (expected: zero calls);
 * ``ragtrack eval --version v1 --judge <server>`` end to end on the shipped golden
   set (offline answers and endpoint judging overlap; its ideal is items × 4 · L / C),
   then the next eval of the same project, which starts at the concurrency the first
-  one learned;
+  one learned; and the first eval against a server that declares its slots;
 * a fixed pool of 16 workers (RAGAS's default worker count), same timeout;
 * mlflow.genai.evaluate with an OpenAI-compatible judge, when it can run here;
 * RAGAS ``evaluate`` (four LLM metrics), run by ``--ragas-python``: a Python
@@ -59,8 +61,10 @@ def reply(request: dict) -> str:
 class Server:
     """The loopback server with what the benchmark reads of it: requests seen, peak in flight."""
 
-    def __init__(self, latency: float, capacity: int, spread: float = 0.0):
-        self._server = FakeOpenAIServer(reply=reply, latency_s=latency, latency_spread=spread, capacity=capacity)
+    def __init__(self, latency: float, capacity: int, spread: float = 0.0, declare: bool = False):
+        self._server = FakeOpenAIServer(
+            reply=reply, latency_s=latency, latency_spread=spread, capacity=capacity, declare_slots=declare
+        )
         self.base_url = self._server.base_url
 
     def __enter__(self) -> Server:
@@ -80,9 +84,9 @@ class Server:
         return self._server.log.peak_in_flight
 
 
-def _serve(latency: float, capacity: int, spread: float, pipe) -> None:
+def _serve(latency: float, capacity: int, spread: float, declare: bool, pipe) -> None:
     """Child process: run the server and answer the parent's questions about it."""
-    with Server(latency, capacity, spread) as server:
+    with Server(latency, capacity, spread, declare) as server:
         pipe.send(server.base_url)
         for command in iter(pipe.recv, "stop"):
             pipe.send(getattr(server, command)())
@@ -91,12 +95,12 @@ def _serve(latency: float, capacity: int, spread: float, pipe) -> None:
 class ServerProcess:
     """The same server in a child process: its HTTP handling does not share the clients' GIL."""
 
-    def __init__(self, latency: float, capacity: int, spread: float = 0.0):
+    def __init__(self, latency: float, capacity: int, spread: float = 0.0, declare: bool = False):
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
         self._pipe, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(latency, capacity, spread, child), daemon=True)
+        self._process = context.Process(target=_serve, args=(latency, capacity, spread, declare, child), daemon=True)
 
     def __enter__(self) -> ServerProcess:
         self._process.start()
@@ -162,7 +166,7 @@ def ragtrack_run(
     }
 
 
-def eval_run(server: Server | ServerProcess, timeout: float, floor: int = 1) -> list[dict]:
+def eval_run(server: Server | ServerProcess, timeout: float, floor: int = 1, times: int = 2) -> list[dict]:
     """``ragtrack eval --version v1 --judge <the server>`` on the shipped golden set, end to end, twice.
 
     The index is built first by an offline eval (not timed). Each timed eval answers every
@@ -185,7 +189,7 @@ def eval_run(server: Server | ServerProcess, timeout: float, floor: int = 1) -> 
         )
         evaluate("v1", root=root)  # builds and caches the index
         runs = []
-        for _ in range(2):
+        for _ in range(times):
             marks: dict[str, float] = {}
 
             def stage(name: str, marks=marks) -> None:
@@ -342,6 +346,9 @@ def main() -> None:
         run = partial(ragtrack_run, server, inputs, Path(cache), args.timeout, args.min_concurrency)
         rows.append(("ragtrack (cold cache)", run()))
         rows.append(("ragtrack (warm cache)", run()))
+        with serve(args.latency, args.capacity, args.latency_spread, declare=True) as declaring:
+            cold = ragtrack_run(declaring, inputs, Path(cache) / "declared", args.timeout, args.min_concurrency)
+            rows.append(("  server declares slots", cold))
         rows.append(("fixed pool, 16 workers", fixed_pool_run(server, inputs, args.timeout)))
         if not args.skip_mlflow:
             rows.append(("mlflow.genai.evaluate", mlflow_genai_run(server, inputs)))
@@ -355,15 +362,18 @@ def main() -> None:
         ideal_eval = 4 * first["items"] * args.latency / args.capacity
         rows.append((f"ragtrack eval v1 ({first['items']} items)", {**first, "ideal": ideal_eval}))
         rows.append(("  the next eval", {**again, "ideal": ideal_eval}))
+        with serve(args.latency, args.capacity, args.latency_spread, declare=True) as declaring:
+            (declared,) = eval_run(declaring, args.timeout, args.min_concurrency, times=1)
+        rows.append(("  server declares slots", {**declared, "ideal": ideal_eval}))
 
     base = rows[0][1]["wall"]
-    print(f"{'client':<24}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}  failed")
+    print(f"{'client':<28}{'wall/ideal':>11}{'vs ragtrack':>12}{'calls':>7}{'peak in flight':>16}  failed")
     for name, r in rows:
         if isinstance(r, str):
-            print(f"{name:<24}{r}")
+            print(f"{name:<28}{r}")
             continue
         ratios = f"{r['wall'] / r.get('ideal', ideal):>11.2f}{r['wall'] / base:>12.2f}"
-        print(f"{name:<24}{ratios}{r['calls']:>7}{r['peak']:>16}  {r['failed']}")
+        print(f"{name:<28}{ratios}{r['calls']:>7}{r['peak']:>16}  {r['failed']}")
     sys.stdout.flush()
 
 

@@ -358,6 +358,72 @@ def test_the_next_run_starts_at_the_concurrency_the_last_one_reached(tmp_path, m
     assert server.log.peak_in_flight >= 10, server.log.peak_in_flight
 
 
+def test_a_server_that_declares_its_slots_is_served_that_many_from_the_first_request():
+    """llama.cpp's server says how many requests it computes at once (``GET /props`` →
+    ``total_slots``): the limit starts there, without probing, and never goes above it. The same
+    three-slot server that does not say is probed from 4 in flight, one more than it serves."""
+    peaks = {}
+    for declare in (False, True):
+        with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, capacity=3, declare_slots=declare) as server:
+            llm = client(server, max_concurrency=16)
+            assert all(r.ok for r in llm.map(EchoStep("echo"), [str(i) for i in range(24)]))
+        peaks[declare] = server.log.peak_in_flight
+        (path, headers), *others = server.log.gets
+        assert path == "/props" and not others  # the server's root, not the base URL's /v1; asked once
+        assert headers["authorization"] == "Bearer sk-test"  # a llama.cpp started with --api-key wants it
+    assert peaks[True] == 3 and peaks[False] >= 4, peaks
+    assert llm.limiter.maximum == 3 and not llm.limiter.slow_start
+
+
+@pytest.mark.parametrize("said", ["4", 0, -2, True, None, [4]], ids=repr)
+def test_a_slot_count_that_is_not_a_positive_number_is_not_believed(said):
+    with FakeOpenAIServer(reply=lambda r: "ok", capacity=2, declare_slots=True) as server:
+        server.declared_slots = said  # what /props answers as total_slots (None: 404)
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key="k", memory=EndpointMemory(None))
+        assert backend.declared_slots() is None
+    assert OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k").declared_slots() is None  # refused
+
+
+def test_servers_are_asked_for_their_slots_on_every_run_until_one_does_not_say(tmp_path, monkeypatch):
+    """Asked per run (a restart may change a llama.cpp server's slots); a server that did not say
+    (a hosted API answers 404) is not asked again by this project. A fixed pool asks nothing."""
+    import ragtrack.llm
+    from ragtrack.config import EvalSection, Profile
+
+    def runs(server: FakeOpenAIServer, n: int, **settings) -> list[AdaptiveLimiter]:
+        config = ProjectConfig(
+            root=tmp_path,
+            eval=EvalSection(**settings),
+            profiles={"p": Profile(base_url=server.base_url, model="m", api_key_env="P_KEY")},
+        )
+        limiters = []
+        for _ in range(n):  # each as a new process: no limiter yet, the memory read from disk
+            monkeypatch.setattr(ragtrack.llm, "_limiters", {})
+            monkeypatch.setattr(ragtrack.llm.memory, "_open", {})
+            limiters.append(make_llm("p", config).limiter)
+        return limiters
+
+    monkeypatch.setenv("P_KEY", "sk-never-on-disk-1111")
+    with FakeOpenAIServer(capacity=6, declare_slots=True) as llama:
+        first, second = runs(llama, 2)
+    assert len(llama.log.gets) == 2 and (first.limit, second.maximum) == (6, 6)
+    with FakeOpenAIServer(capacity=6) as hosted:
+        first, second = runs(hosted, 2)
+    assert len(hosted.log.gets) == 1 and first.limit == second.limit == 4 and second.slow_start
+    with FakeOpenAIServer(capacity=6, declare_slots=True) as fixed:
+        (pool,) = runs(fixed, 1, min_concurrency=5, max_concurrency=5)
+    assert not fixed.log.gets and pool.limit == pool.maximum == 5
+    assert "sk-never" not in (tmp_path / ".ragtrack" / "cache" / "endpoints.json").read_text()
+
+
+def test_a_declared_server_resumes_below_its_slots_where_the_last_run_ended():
+    """Other clients may hold some of a server's slots: a limit the last run lowered is kept."""
+    memory = EndpointMemory(None)
+    memory.set_concurrency("e", 2, True)
+    limiter = memory.limiter("e", 16, declared=lambda: 8)
+    assert (limiter.limit, limiter.maximum, limiter.slow_start) == (2, 8, False)
+
+
 def test_the_listener_is_left_with_the_latest_limit_when_reports_race():
     """A report still being written (slow disk) must not land after a newer one: the memory would
     start the next run below the limit this one reached (seen as 12 remembered for 16 reached)."""

@@ -17,7 +17,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
 from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
 from ragtrack.llm.concurrency import AdaptiveLimiter
-from ragtrack.llm.memory import EndpointMemory, shared_memory
+from ragtrack.llm.memory import EndpointMemory, backend_limiter, shared_memory
 
 if TYPE_CHECKING:  # config imports llm.accounting; avoid the cycle at run time
     from ragtrack.config import ProjectConfig
@@ -91,9 +91,7 @@ def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLi
     at the limit the endpoint's last run ended at, and remembers where it goes."""
     with _limiters_lock:
         if backend.identity not in _limiters:
-            _limiters[backend.identity] = memory.limiter(
-                backend.identity, backend.max_concurrency, minimum=backend.min_concurrency
-            )
+            _limiters[backend.identity] = backend_limiter(backend, memory)
         return _limiters[backend.identity]
 
 

@@ -96,6 +96,11 @@ class ChatBackend(Protocol):
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion: ...
 
+    def declared_slots(self) -> int | None:
+        """How many requests the server says it computes at once, or None if it does not say
+        (then the adaptive limit probes for it). Asked once per run, before the first request."""
+        ...
+
 
 @dataclass
 class Step(Generic[I, O]):

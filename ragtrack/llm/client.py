@@ -26,6 +26,7 @@ from ragtrack.llm.base import (
 )
 from ragtrack.llm.cache import CompletionCache, cache_key
 from ragtrack.llm.concurrency import AdaptiveLimiter
+from ragtrack.llm.memory import EndpointMemory, backend_limiter
 from ragtrack.secrets import redact
 
 I = TypeVar("I")  # noqa: E741
@@ -137,9 +138,7 @@ class LLM:
         self.retry = retry or RetryPolicy()
         self.price = (prices or {}).get(self.model_name, Price())
         self.accounting = Accounting()
-        self.limiter = limiter or (
-            AdaptiveLimiter(backend.max_concurrency, minimum=backend.min_concurrency) if backend else AdaptiveLimiter(1)
-        )
+        self.limiter = limiter or (backend_limiter(backend, EndpointMemory(None)) if backend else AdaptiveLimiter(1))
         self.circuit = Circuit(self.retry.max_consecutive_failures, "LLM steps", self.identity)
 
     @property

@@ -5,7 +5,9 @@ the ``openai`` client, and can misbehave on purpose: 429 with Retry-After,
 500, a slow reply, a malformed or truncated body, a runaway generation, or
 rejecting a JSON mode the way some real servers do. ``capacity=1`` makes it
 serve one request at a time like a local llama.cpp server, so queueing shows
-up as latency. It records every request it saw and the peak number in flight.
+up as latency; ``declare_slots=True`` also tells its capacity the way llama.cpp's
+server does (``GET /props`` → ``total_slots``; without it, 404 as hosted APIs
+answer). It records every request it saw and the peak number in flight.
 
     with FakeOpenAIServer(reply=lambda req: '{"score": 4, "reason": "ok"}') as server:
         os.environ["OPENAI_BASE_URL"] = server.base_url
@@ -54,6 +56,7 @@ class Fault:
 class ServerLog:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    gets: list[tuple[str, dict[str, str]]] = field(default_factory=list)  # (path, headers) of each GET
     in_flight: int = 0
     peak_in_flight: int = 0
     served: int = 0
@@ -94,6 +97,7 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         latency_spread: float = 0.0,
         capacity: int | None = None,
+        declare_slots: bool = False,
         reject_json_modes: tuple[str, ...] = (),
         fault_rate: float = 0.0,
         seed: int = 0,
@@ -109,6 +113,7 @@ class FakeOpenAIServer:
         self.log = ServerLog()
         self._lock = threading.Lock()
         self._serve = FifoSlots(capacity) if capacity else None
+        self.declared_slots = capacity if declare_slots else None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -156,6 +161,20 @@ class FakeOpenAIServer:
 
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                with server._lock:
+                    server.log.gets.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+                if self.path == "/props" and server.declared_slots:
+                    # The part of llama.cpp's answer ragtrack reads (total_slots), and some of the rest.
+                    props = {
+                        "default_generation_settings": {"n_ctx": 4096},
+                        "total_slots": server.declared_slots,
+                        "model_path": "loopback.gguf",
+                        "build_info": "loopback",
+                    }
+                    return self._send(200, props)
+                self._send(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")

@@ -94,6 +94,9 @@ class LocalBackend:
         self._lock = threading.Lock()
         self.identity = f"local:{name}"
 
+    def declared_slots(self) -> int | None:
+        return None  # in this process, one request at a time: max_concurrency says so already
+
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
         started = time.monotonic()
         prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -9,6 +9,9 @@ Two facts are worth remembering, because learning them again costs every run:
   climb to an endpoint's capacity. An eval run on every commit against the same
   endpoint starts where the last one ended, as TCP caches a route's congestion
   window. Still adaptive: a busier endpoint is detected and the limit halves.
+  A server that declares how many requests it computes at once (llama.cpp's
+  ``total_slots``) is asked on every run instead, since a restart may change
+  it; one that once did not say is not asked again.
 
 Keyed by backend identity (model @ base URL); no key or secret is stored.
 """
@@ -17,11 +20,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragtrack.files import atomic_write_json
 from ragtrack.llm.concurrency import INITIAL_LIMIT, AdaptiveLimiter
+
+if TYPE_CHECKING:
+    from ragtrack.llm.base import ChatBackend
 
 _open: dict[Path, EndpointMemory] = {}
 _open_lock = threading.Lock()
@@ -73,11 +80,26 @@ class EndpointMemory:
         self._update(endpoint, {"concurrency": limit, "congested": congested})
 
     def limiter(
-        self, endpoint: str, maximum: int, first_contact: int = INITIAL_LIMIT, minimum: int = 1
+        self,
+        endpoint: str,
+        maximum: int,
+        first_contact: int = INITIAL_LIMIT,
+        minimum: int = 1,
+        declared: Callable[[], int | None] | None = None,
     ) -> AdaptiveLimiter:
         """An adaptive limit for ``endpoint`` between ``minimum`` and ``maximum`` that starts where its
-        last run ended (a new endpoint: at ``first_contact``) and remembers where it goes."""
-        initial, congested = self.concurrency(endpoint) or (first_contact, False)
+        last run ended (a new endpoint: at ``first_contact``) and remembers where it goes.
+
+        ``declared`` asks the server how many requests it computes at once (None: it does not
+        say). A server that says gets that many from the start and never more: requests beyond
+        its slots only wait in its queue. The limit still halves if other clients take slots."""
+        slots = self._declared_slots(endpoint, declared) if declared and minimum < maximum else None
+        remembered = self.concurrency(endpoint)
+        if slots:
+            maximum = max(minimum, min(maximum, slots))
+            initial, congested = (min(remembered[0], maximum) if remembered else maximum), True
+        else:
+            initial, congested = remembered or (first_contact, False)
         return AdaptiveLimiter(
             maximum,
             initial=initial,
@@ -85,6 +107,15 @@ class EndpointMemory:
             congested=congested,
             on_change=lambda limit, congested: self.set_concurrency(endpoint, limit, congested),
         )
+
+    def _declared_slots(self, endpoint: str, ask: Callable[[], int | None]) -> int | None:
+        with self._lock:
+            said = self._facts.get(endpoint, {}).get("slots")
+        if said == 0:  # asked once and the server did not say: a hosted API is not asked on every run
+            return None
+        slots = ask()
+        self._update(endpoint, {"slots": slots or 0})
+        return slots
 
     def _update(self, endpoint: str, facts: dict[str, Any]) -> None:
         with self._lock:
@@ -94,3 +125,13 @@ class EndpointMemory:
             entry.update(facts)
             if self.path:
                 atomic_write_json(self.path, self._facts)
+
+
+def backend_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLimiter:
+    """The adaptive limit for ``backend``'s endpoint, from what ``memory`` and the server tell."""
+    return memory.limiter(
+        backend.identity,
+        backend.max_concurrency,
+        minimum=backend.min_concurrency,
+        declared=backend.declared_slots,
+    )

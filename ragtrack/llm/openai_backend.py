@@ -7,6 +7,11 @@ others know only ``json_object``; some nothing at all. The backend starts at
 the strictest form and steps down one level each time an endpoint rejects a
 form it has never accepted, remembering the outcome per endpoint (:mod:`ragtrack.llm.memory`) — so a
 rejected request is never retried ten times in the same shape.
+
+Servers differ in what they say about themselves, too. llama.cpp's server
+answers ``GET /props`` with ``total_slots``, the requests it computes at once
+(its ``--parallel``); the adaptive limit then starts there instead of probing
+for it (:meth:`OpenAIBackend.declared_slots`). Hosted APIs and vLLM answer 404.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ragtrack.llm.memory import EndpointMemory
 from ragtrack.secrets import without_credentials
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
+PROPS_TIMEOUT_S = 5.0  # a server that takes longer to describe itself is not one that will
 
 
 class OpenAIBackend:
@@ -49,6 +55,24 @@ class OpenAIBackend:
         self.max_concurrency = max_concurrency
         self.min_concurrency = min_concurrency  # the limiter bounds it by max_concurrency
         self.memory = memory or EndpointMemory(None)
+        self._timeout_s = timeout_s
+
+    def declared_slots(self) -> int | None:
+        """llama.cpp's ``total_slots`` from ``GET <server>/props`` (the server's root: a base URL's
+        ``/v1`` removed), with the same key as every request; None for any other answer. A server
+        that declares its slots is served exactly that many at once from its first request; one
+        that does not is probed by the adaptive limit, starting at 4."""
+        import httpx
+
+        root = str(self.client.base_url).rstrip("/").removesuffix("/v1")
+        try:
+            response = self.client.get(
+                f"{root}/props", cast_to=httpx.Response, options={"timeout": min(PROPS_TIMEOUT_S, self._timeout_s)}
+            )
+            slots = response.json().get("total_slots")
+        except Exception:  # 404, no JSON, not a dict, a refused connection: the server does not say
+            return None
+        return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
         while True:
