@@ -32,13 +32,21 @@ def decode(data: bytes, source: str | Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(
-            [
-                Problem(
-                    str(source), f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r}); save it as UTF-8"
-                )
-            ]
-        ) from None
+        line = data.count(b"\n", 0, e.start) + 1
+        message = f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r})"
+        raise InputError([Problem(str(source), f"{message}{_looks_like(data)}; save it as UTF-8", line)]) from None
+
+
+def _looks_like(data: bytes) -> str:
+    """What a file that is not UTF-8 probably is: Chinese documents saved by Windows tools are GB18030
+    (GBK) or UTF-16, and saying so spares a guess."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ", but UTF-16 (a byte-order mark)"
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        return ""
+    return ", but it reads as GBK/GB18030 Chinese" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else ""
 
 
 def read_text(path: str | Path, *, normalize: bool = False) -> str:

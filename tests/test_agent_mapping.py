@@ -84,6 +84,13 @@ def test_text_mostly_absent_from_the_corpus_is_unmapped(mapper):
     assert mapped(mapper, "") == ([], "unmapped")
 
 
+def test_a_few_characters_found_in_several_places_name_no_passage(mapper):
+    # "steps" occurs three times in the corpus: it was mapped to every passage from the first
+    # occurrence to the last, and a 4-character heading word to 7 documents, inflating recall.
+    assert mapped(mapper, "Steps") == ([], "unmapped")
+    assert mapped(mapper, "8.0") == ([CFG], "text 1.00")  # once in the corpus: that passage
+
+
 def test_the_same_words_elsewhere_in_the_document_do_not_stretch_the_span(mapper):
     # "defaults to" also occurs in the Steps section just before: it must not pull Steps in.
     text = "### Cfg value\nThe cfg value defaults to 8.0 and sets how closely the prompt is followed.\n"

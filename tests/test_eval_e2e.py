@@ -125,6 +125,13 @@ def test_limit_is_a_whole_number_of_items_as_on_the_command_line(project, limit)
     assert not (project / "mlruns").exists(), "refused before any run was started"
 
 
+def test_a_limit_that_leaves_out_question_types_is_among_the_reports_cautions(project):
+    """``cautions()`` holds what the figures depend on, as ``ragtrack eval`` prints it after its table."""
+    report = evaluate("v1", root=project, limit=2)
+    assert report.cautions()[0].startswith("--limit 2 takes the first 2 items in file order: no item of type")
+    assert not any("--limit" in c for c in evaluate("v1", root=project).cautions())
+
+
 def test_reports_print_short_and_their_types_import_from_the_api(first_run):
     from ragtrack import api
 

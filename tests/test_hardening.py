@@ -43,16 +43,22 @@ def test_a_golden_file_with_a_byte_order_mark_loads(tiny_corpus, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("content", "offset"),
-    [(b"# Title\n\nCaf\xe9 cr\xe8me\n", 12), (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 0)],
-    ids=["latin1", "binary"],
+    ("content", "where", "guess"),
+    [
+        (b"# Title\n\nCaf\xe9 cr\xe8me\n", "3: not UTF-8 text (byte 12:", ""),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "1: not UTF-8 text (byte 0:", ""),
+        ("# 说明\n\n网关的默认端口是 8080。\n".encode("gbk"), "1: not UTF-8 text (byte 4:", "reads as GBK/GB18030"),
+        ("# 说明\n".encode("utf-16"), "1: not UTF-8 text (byte 0:", "UTF-16 (a byte-order mark)"),
+    ],
+    ids=["latin1", "binary", "gbk", "utf-16"],
 )
-def test_undecodable_corpus_files_are_one_error_naming_file_and_byte(tmp_path, content, offset):
+def test_undecodable_corpus_files_are_one_error_naming_file_line_and_byte(tmp_path, content, where, guess):
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "doc.md").write_bytes(content)
     with pytest.raises(InputError) as e:
         load_corpus(tmp_path / "kb")
-    assert str(e.value).startswith(f"{tmp_path / 'kb' / 'doc.md'}: not UTF-8 text (byte {offset}:")
+    assert str(e.value).startswith(f"{tmp_path / 'kb' / 'doc.md'}:{where}")
+    assert guess in str(e.value) and str(e.value).endswith("save it as UTF-8")
 
 
 def test_files_written_through_a_temporary_file_are_as_readable_as_a_plain_write(tmp_path):

@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 import pytest
 
 from ragtrack.config import ProjectConfig
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgeInput, judge_steps
 from ragtrack.llm import LLM, CircuitOpenError, RetryPolicy, make_llm
-from ragtrack.llm.base import ParseError, Step
+from ragtrack.llm.base import ParseError, Step, TransientError
 from ragtrack.llm.concurrency import AdaptiveLimiter, Sent
 from ragtrack.llm.fake_server import FakeOpenAIServer, Fault
 from ragtrack.llm.memory import EndpointMemory
@@ -203,6 +204,22 @@ def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path):
     assert again.json_mode(backend.identity, "json_schema") == ("json_object_schema", True)
 
 
+def test_an_outage_at_first_contact_does_not_step_the_json_mode_down_for_good(tmp_path):
+    """500s from a server that is down looked like "this JSON mode is rejected" and stepped down to
+    plain prompting, remembered on disk: every later run judged without JSON. A lower mode is now
+    remembered only once the server answered it."""
+    memory = EndpointMemory(tmp_path / "endpoints.json")
+    step = judge_steps("en")["correctness"]
+    with FakeOpenAIServer(reply=lambda r: '{"score": 5, "reason": "fine"}') as server:
+        server.inject(*[Fault("500")] * 64)
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key=None, memory=memory)
+        assert not LLM(backend, retry=FAST).run(step, JudgeInput("q", "a", "gt", ())).ok
+        server.faults.clear()  # the server is back
+        assert LLM(backend, retry=FAST).run(step, JudgeInput("q", "a", "gt", ())).value.score == 5
+        assert server.log.requests[-1]["response_format"]["type"] == "json_schema"
+    assert EndpointMemory(tmp_path / "endpoints.json").json_mode(backend.identity, "x") == ("json_schema", True)
+
+
 def test_plain_prompting_when_no_json_mode_is_accepted():
     step = judge_steps("en")["relevance"]
     modes = ("json_schema", "json_object_schema", "json_object")
@@ -381,7 +398,20 @@ def test_a_slot_count_that_is_not_a_positive_number_is_not_believed(said):
         server.declared_slots = said  # what /props answers as total_slots (None: 404)
         backend = OpenAIBackend("m", base_url=server.base_url, api_key="k", memory=EndpointMemory(None))
         assert backend.declared_slots() is None
-    assert OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k").declared_slots() is None  # refused
+
+
+def test_a_server_that_could_not_be_asked_for_its_slots_is_asked_again_next_run():
+    """A llama.cpp server that was down at the first eval was noted as "does not say" for good."""
+    with pytest.raises(TransientError):  # refused: no answer, so nothing is known
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k").declared_slots()
+
+    def down() -> int | None:
+        raise TransientError("GET /props: APIConnectionError")
+
+    memory = EndpointMemory(None)
+    first = memory.limiter("e", 16, declared=down)
+    assert first.limit == 4 and first.slow_start  # probed this run
+    assert memory.limiter("e", 16, declared=lambda: 1).maximum == 1  # asked again, and believed
 
 
 def test_servers_are_asked_for_their_slots_on_every_run_until_one_does_not_say(tmp_path, monkeypatch):
@@ -469,6 +499,9 @@ def test_profiles_and_env_select_the_endpoint(monkeypatch):
     config = ProjectConfig(
         profiles={"local": Profile(base_url="http://127.0.0.1:9/v1", model="m", api_key_env="MY_KEY")}
     )
+    monkeypatch.delenv("MY_KEY", raising=False)
+    with pytest.raises(RagtrackError, match="environment variable MY_KEY is not set .*profile 'local'"):
+        make_llm("local", config)  # was: a placeholder key sent, and a 401 that named no variable
     monkeypatch.setenv("MY_KEY", "sk-profile-secret-0000")
     backend = make_llm("local", config).backend
     assert backend.identity == "openai:m@http://127.0.0.1:9/v1" and "secret" not in backend.identity

@@ -597,6 +597,59 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
 
 
+@pytest.mark.parametrize(
+    ("returned", "error"),
+    [
+        (
+            {"response": "misnamed", "contexts": []},
+            "the output has no answer (answer/result/output/text; its keys: response, contexts)",
+        ),
+        ({"answer": None, "contexts": []}, "the answer (answer) is None"),
+    ],
+    ids=["misnamed-key", "none"],
+)
+def test_an_output_without_an_answer_is_an_item_error_not_an_empty_answer(project, returned, error):
+    """Scored as an empty answer, every judge gave it 1 and nothing said why."""
+    (project / "toy_rag_silent.py").write_text(f"def answer(q):\n    return {returned!r}\n")
+    write_spec(project, "py-silent", 'kind = "python"\ntarget = "toy_rag_silent:answer"\n')
+    report = evaluate("py-silent", root=project)
+    assert [(r.answered, r.errors) for r in report.records] == [(False, [f"python: {error}"])] * len(report.records)
+
+
+def test_versions_with_same_named_modules_in_their_own_folders_each_run_their_own(project):
+    """A notebook evaluating v1 then v2 (``agent_v1/rag.py``, ``agent_v2/rag.py``) got v1's module
+    twice: Python's module cache answered the second import."""
+    for n in (1, 2):
+        (project / f"agent_v{n}").mkdir()
+        (project / f"agent_v{n}" / "rag.py").write_text(
+            f"def answer(q):\n    return {{'answer': 'v{n}', 'contexts': []}}\n"
+        )
+        write_spec(project, f"py-v{n}", f'kind = "python"\ntarget = "rag:answer"\npath = "agent_v{n}"\n')
+    answers = [evaluate(v, root=project, limit=1).records[0].answer for v in ("py-v1", "py-v2", "py-v1")]
+    assert answers == ["v1", "v2", "v1"]
+
+
+@pytest.mark.parametrize(
+    ("module", "target", "message"),
+    [
+        ("def answer(q)\n    return {}\n", "broken:answer", "cannot load broken:answer: {file}:1: expected ':'"),
+        ("open('/no/such/index.faiss')\n", "broken:answer", "importing broken failed: FileNotFoundError"),
+        ("import numpyy\n", "broken:answer", "broken imports numpyy, which is not installed in this Python"),
+        ("def answr(q):\n    return {}\n", "broken:answer", "broken has no attribute 'answer' (did you mean 'answr'?)"),
+        ("", "broken.answer", "expected module:attribute, e.g. my_rag.chain:answer (got 'broken.answer')"),
+    ],
+    ids=["syntax", "raises-on-import", "missing-dependency", "attribute-typo", "dot-not-colon"],
+)
+def test_a_module_that_cannot_be_loaded_is_one_line_at_the_targets_line(project, module, target, message):
+    (project / "broken.py").write_text(module)
+    write_spec(project, "py-broken", f'kind = "python"\ntarget = "{target}"\n')
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "py-broken"])
+    spec = project / "pipelines" / "py-broken.toml"
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"{spec}:7: agent.target: " in result.output
+    assert message.format(file=project / "broken.py") in " ".join(result.output.split()), result.output
+
+
 DOWN_THEN_UP = """
 from pathlib import Path
 

@@ -153,11 +153,12 @@ class TextLocator:
         if not ctx:
             return []
         if len(ctx) < SHINGLE + STRIDE - 1:  # too short for the index: exact search
-            hits, at = [], self.text.find(ctx)
-            while at >= 0:
-                hits.append((at, at + len(ctx), len(ctx)))
-                at = self.text.find(ctx, at + 1)
-            return self._locations(hits, len(ctx))
+            at = self.text.find(ctx)
+            if at < 0 or self.text.find(ctx, at + 1) >= 0:
+                # Absent, or a few characters found in several places (a heading word, a product
+                # name): they name no passage, and mapping them to every place inflated recall.
+                return []
+            return self._locations([(at, at + len(ctx), len(ctx))], len(ctx))
         return self._locations(self._runs(ctx), len(ctx))
 
     def _runs(self, ctx: str) -> list[tuple[int, int, int]]:

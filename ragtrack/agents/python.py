@@ -16,7 +16,9 @@ returns is read as:
   ``Document`` objects (``page_content``; ``id`` or ``metadata`` ``id`` /
   ``chunk_id``, ``doc_id`` / ``source``, ``score``), dicts (``id``, ``text``
   or ``page_content`` or ``content``, ``doc_id``, ``score``) or strings;
-* a bare string or message: an answer without retrieval (a per-item error).
+* a bare string or message: an answer without retrieval (a per-item error);
+* a dict without an answer, or with ``None`` for it: a per-item error (an empty
+  string is an answer, and is scored as one).
 
 An exception is a per-item error; many in a row stop the run. The target
 module's file, when it lies in the project, is part of the spec's hash (a new
@@ -26,36 +28,47 @@ module's source too; code elsewhere it uses is not seen (``--no-cache``).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import inspect
+import re
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ragtrack.agent import AgentContext, AgentKind, AgentTable
 from ragtrack.agents.base import AgentCallError, ExternalAgent, ExternalSpec, Reply, declared_files, first, number
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
+from ragtrack.tomlfile import key_line
 
 if TYPE_CHECKING:
     from ragtrack.spec import LoadedSpec
 
 ANSWER_KEYS = ("answer", "result", "output", "text")
 CONTEXT_KEYS = ("contexts", "context", "source_documents", "documents")
+TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 class PythonTable(AgentTable):
     kind: Literal["python"]
-    target: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # package.module:attribute
+    target: str  # package.module:attribute
     path: str = "."  # relative to the project root
     input_key: str | None = None
     max_concurrency: int = Field(default=1, gt=0)  # user code is not assumed thread-safe
+
+    @field_validator("target")
+    @classmethod
+    def _module_colon_attribute(cls, value: str) -> str:
+        if not TARGET.fullmatch(value):
+            raise ValueError(f"expected module:attribute, e.g. my_rag.chain:answer (got {value!r})")
+        return value
 
 
 class PythonSpec(ExternalSpec):
@@ -64,24 +77,64 @@ class PythonSpec(ExternalSpec):
 
 def load_target(spec: LoadedSpec, root: Path) -> Any:
     """The object ``target`` names, imported with ``path`` (under the project root) first on the
-    import path; errors name the key."""
+    import path; errors name the key and its line in the spec.
+
+    Two versions may hold modules of the same name in different folders (``agent_v1/rag.py``,
+    ``agent_v2/rag.py``): each version gets its own folder's module, even when another version's
+    was imported first in this process (a notebook evaluating both)."""
     table = spec.spec.agent
     module_name, _, attribute = table.target.partition(":")
     folder = (root / table.path).resolve()
     if not folder.is_dir():
-        raise InputError([Problem(spec.path, f"folder not found: {folder}", None, "agent.path")])
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+        raise _spec_problem(spec, "path", f"folder not found: {folder}")
+    if str(folder) in sys.path:
+        sys.path.remove(str(folder))
+    sys.path.insert(0, str(folder))
+    _forget_other_folders_module(module_name.split(".")[0], folder)
     try:
         module = importlib.import_module(module_name)
-        target = getattr(module, attribute)
-    except (ImportError, AttributeError) as e:
-        raise InputError(
-            [Problem(spec.path, f"cannot load {spec.spec.agent.target}: {e}", None, "agent.target")]
-        ) from None
+    except SyntaxError as e:
+        where = f"{e.filename}:{e.lineno}" if e.filename else module_name
+        raise _spec_problem(spec, "target", f"cannot load {table.target}: {where}: {e.msg}") from None
+    except ModuleNotFoundError as e:
+        if e.name and module_name != e.name and not module_name.startswith(f"{e.name}."):
+            message = f"{module_name} imports {e.name}, which is not installed in this Python"
+        else:
+            message = f"no module {e.name or module_name} in {folder} or on the import path (agent.path, target)"
+        raise _spec_problem(spec, "target", f"cannot load {table.target}: {message}") from None
+    except Exception as e:  # the module's own code failed while it was imported
+        raise _spec_problem(spec, "target", f"importing {module_name} failed: {type(e).__name__}: {e}") from None
+    if not hasattr(module, attribute):
+        names = [n for n in vars(module) if not n.startswith("_")]
+        hint = difflib.get_close_matches(attribute, names, n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise _spec_problem(spec, "target", f"{module_name} has no attribute {attribute!r}{suggestion}")
+    target = getattr(module, attribute)
     if not (callable(target) or hasattr(target, "invoke")):
-        raise InputError([Problem(spec.path, "the target is neither callable nor a runnable", None, "agent.target")])
+        raise _spec_problem(spec, "target", "the target is neither callable nor a runnable")
     return target
+
+
+def _forget_other_folders_module(top: str, folder: Path) -> None:
+    """Drop ``top`` (and its submodules) from the module cache when ``folder`` holds its own
+    ``top`` but the cached one came from elsewhere, so that the import finds this folder's."""
+    if not ((folder / f"{top}.py").is_file() or (folder / top).is_dir()):
+        return  # an installed package, or a module of another folder on the path: not ours to reload
+    loaded = sys.modules.get(top)
+    origin = getattr(loaded, "__file__", None)
+    if loaded is None or (origin and Path(origin).resolve().is_relative_to(folder)):
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
+        del sys.modules[name]
+
+
+def _spec_problem(spec: LoadedSpec, key: str, message: str) -> InputError:
+    """A problem with the spec's ``agent.<key>``, at its line."""
+    try:
+        line = key_line(Path(spec.path).read_text(encoding="utf-8"), ("agent", key))
+    except (OSError, UnicodeDecodeError):
+        line = None
+    return InputError([Problem(spec.path, message, line, f"agent.{key}")])
 
 
 class PythonAgent(ExternalAgent):
@@ -131,7 +184,15 @@ def read_output(out: Any) -> Reply:
         if answer is None:
             raise AgentCallError(f"the target returned {type(out).__name__}; expected a dict with an answer")
         return Reply(answer, None, "the target returned only an answer; return its contexts too to score retrieval")
-    answer = _text(first(out, *ANSWER_KEYS, default=""))
+    out = dict(out)
+    found = first(out, *ANSWER_KEYS)
+    if found is None:  # a misnamed key would otherwise be scored as an empty answer
+        named = [k for k in ANSWER_KEYS if k in out]
+        if named:
+            raise AgentCallError(f"the answer ({named[0]}) is None")
+        keys = ", ".join(map(str, list(out)[:8])) or "none"
+        raise AgentCallError(f"the output has no answer ({'/'.join(ANSWER_KEYS)}; its keys: {keys})")
+    answer = _text(found)
     contexts = first(out, *CONTEXT_KEYS)
     if answer is None:
         raise AgentCallError(f"the answer ({'/'.join(ANSWER_KEYS)}) is not text")

@@ -59,6 +59,7 @@ class EvalReport:
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
     warnings: dict[str, str] = field(default_factory=dict)  # the agent's (code → sentence), tagged on the run
     substituted: bool = False
+    limits: list[str] = field(default_factory=list, repr=False)  # what a --limit left out of the figures
 
     @property
     def complete(self) -> bool:
@@ -70,12 +71,13 @@ class EvalReport:
         return any(r.answered for r in self.records)
 
     def cautions(self) -> list[str]:
-        """What the figures depend on: the agent's warnings (a substituted model, an English embedder
-        on Chinese text), questions without an answer, replies that said nothing of retrieval, contexts
-        that map to no passage."""
+        """What the figures depend on: question types a ``limit`` left out, the agent's warnings (a
+        substituted model, an English embedder on Chinese text), questions without an answer, replies
+        that said nothing of retrieval, contexts that map to no passage. (Warnings about the input
+        files reach ``Progress.on_warning`` only.)"""
         from ragtrack.report import eval_warnings
 
-        return [*self.warnings.values(), *eval_warnings(self.metrics)]
+        return [*self.limits, *self.warnings.values(), *eval_warnings(self.metrics)]
 
     def error_summary(self) -> list[str]:
         """The run's distinct errors, most frequent first, each with its item count and first item IDs."""
@@ -118,6 +120,7 @@ class EvalSession:
     done: dict[str, ItemRecord] = field(default_factory=dict)  # items finished by an earlier process
     build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
     gates: dict[str, float] = field(default_factory=dict)  # the project's release gates, for the run's dry decision
+    limits: list[str] = field(default_factory=list)  # what a --limit leaves out of the figures
 
 
 @dataclass(frozen=True)
@@ -207,11 +210,13 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
         spec = spec.with_values({"llm": {"model": o.llm}})
     full, golden = golden, golden.limit(o.limit)
+    limits = []
     if missed := sorted({i.type for i in full.items} - {i.type for i in golden.items}):
-        progress.on_warning(
+        limits.append(
             f"--limit {o.limit} takes the first {len(golden)} items in file order: no item of type "
             f"{', '.join(missed)}, so the per-type figures and the means speak for part of the golden set"
         )
+        progress.on_warning(limits[-1])
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
     database = local_database(resolve_tracking_uri(config, o.tracking_uri))
     if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
@@ -265,6 +270,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         done,
         build_usage,
         dict(config.gates),
+        limits,
     )
 
 
@@ -327,4 +333,5 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         setup=session.agent.setup.summary,
         warnings=dict(session.agent.setup.warnings),
         substituted=session.agent.substituted,
+        limits=session.limits,
     )

@@ -88,7 +88,7 @@ def _duration(seconds: float) -> str:
 @click.option("--corpus", "corpus_path", type=click.Path(), help=CORPUS_HELP)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N golden items (a different golden digest).")
 @click.option("--llm", help="LLM for the agent's steps, overriding the spec: " + LLM_HELP)
-@click.option("--judge", help="Judge LLM: " + LLM_HELP + "  [default: offline]")
+@click.option("--judge", help="Judge LLM: " + LLM_HELP + "  [default: [eval] judge of ragtrack.toml, else offline]")
 @click.option(
     "--judge-language", type=click.Choice(["en", "zh"]), help="Judge prompt language (default: the golden set's)."
 )

@@ -62,6 +62,12 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
         )
     if name in config.profiles:
         p = config.profiles[name]
+        if p.api_key_env and not os.environ.get(p.api_key_env):
+            # Else a placeholder key is sent, and the endpoint's 401 would not say which variable.
+            raise RagtrackError(
+                f"environment variable {p.api_key_env} is not set (it holds the key of profile {name!r}, "
+                f"api_key_env in {config.root / 'ragtrack.toml'})"
+            )
         return OpenAIBackend(
             p.model,
             base_url=p.base_url,

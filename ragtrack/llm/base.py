@@ -98,7 +98,8 @@ class ChatBackend(Protocol):
 
     def declared_slots(self) -> int | None:
         """How many requests the server says it computes at once, or None if it does not say
-        (then the adaptive limit probes for it). Asked once per run, before the first request."""
+        (then the adaptive limit probes for it); :class:`TransientError` if it could not be asked.
+        Asked once per run, before the first request."""
         ...
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragtrack.files import atomic_write_json
+from ragtrack.llm.base import TransientError
 from ragtrack.llm.concurrency import INITIAL_LIMIT, AdaptiveLimiter
 
 if TYPE_CHECKING:
@@ -113,7 +114,10 @@ class EndpointMemory:
             said = self._facts.get(endpoint, {}).get("slots")
         if said == 0:  # asked once and the server did not say: a hosted API is not asked on every run
             return None
-        slots = ask()
+        try:
+            slots = ask()
+        except TransientError:  # down, or failing: ask again next run, probe this one
+            return None
         self._update(endpoint, {"slots": slots or 0})
         return slots
 

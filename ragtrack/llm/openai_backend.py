@@ -59,9 +59,11 @@ class OpenAIBackend:
 
     def declared_slots(self) -> int | None:
         """llama.cpp's ``total_slots`` from ``GET <server>/props`` (the server's root: a base URL's
-        ``/v1`` removed), with the same key as every request; None for any other answer. A server
-        that declares its slots is served exactly that many at once from its first request; one
-        that does not is probed by the adaptive limit, starting at 4."""
+        ``/v1`` removed), with the same key as every request; None when the server answers without
+        it (404 from hosted APIs, vLLM, Ollama). A server that could not be asked (refused, timed
+        out, 5xx, 401) raises :class:`TransientError`: it may well say once it is up. A server that
+        declares its slots is served exactly that many at once from its first request; one that
+        does not is probed by the adaptive limit, starting at 4."""
         import httpx
 
         root = str(self.client.base_url).rstrip("/").removesuffix("/v1")
@@ -69,14 +71,22 @@ class OpenAIBackend:
             response = self.client.get(
                 f"{root}/props", cast_to=httpx.Response, options={"timeout": min(PROPS_TIMEOUT_S, self._timeout_s)}
             )
+        except self._openai.APIStatusError as e:
+            if e.status_code in (400, 404, 405, 501):  # no such endpoint here
+                return None
+            raise TransientError(f"GET /props: HTTP {e.status_code}") from None
+        except self._openai.APIError as e:  # refused, timed out: not an answer
+            raise TransientError(f"GET /props: {type(e).__name__}") from None
+        try:
             slots = response.json().get("total_slots")
-        except Exception:  # 404, no JSON, not a dict, a refused connection: the server does not say
+        except (ValueError, AttributeError):  # not JSON, or not an object: not llama.cpp's answer
             return None
         return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
+        remembered, confirmed = self.memory.json_mode(self.identity, JSON_MODES[0])
+        mode = remembered
         while True:
-            mode, confirmed = self.memory.json_mode(self.identity, JSON_MODES[0])
             kwargs = self._request(messages, params, mode)
             started = time.monotonic()
             try:
@@ -86,8 +96,10 @@ class OpenAIBackend:
                     "response_format" in kwargs and not confirmed and e.status_code in (400, 422, 500, 501)
                 )
                 if rejected_format and mode != JSON_MODES[-1]:
-                    # This endpoint does not take this JSON mode: step down, retry at once.
-                    self.memory.set_json_mode(self.identity, JSON_MODES[JSON_MODES.index(mode) + 1], False)
+                    # This endpoint may not take this JSON mode (or may be failing): try the next one at
+                    # once. Only a lower mode that is answered is remembered: an outage's 500s, or a 400
+                    # for a prompt too long, must not leave the endpoint judged without JSON for good.
+                    mode = JSON_MODES[JSON_MODES.index(mode) + 1]
                     continue
                 raise self._classify(e) from None
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as e:
@@ -96,7 +108,7 @@ class OpenAIBackend:
                 ) from None
             except Exception as e:  # malformed or truncated body from the server
                 raise TransientError(f"bad response: {type(e).__name__}: {e}") from None
-            if "response_format" in kwargs and not confirmed:
+            if params.json_schema is not None and (mode != remembered or not confirmed):
                 self.memory.set_json_mode(self.identity, mode, True)
             return self._completion(response, time.monotonic() - started)
 
