@@ -59,8 +59,9 @@ class ContextRecord:
 
     ``mapping`` says how the passages were found, so a user can audit it:
     ``span`` (character provenance), ``source`` (generated from those passages),
-    ``id_table`` (a platform ID table), ``text 0.83`` (located by its text: the share
-    of it found in the corpus) or ``unmapped``.
+    ``id_table`` (a platform ID table), ``passage_id`` (the agent named a corpus
+    passage), ``text 0.83`` (located by its text: the share of it found in the
+    corpus) or ``unmapped``.
     """
 
     unit_id: str

@@ -78,7 +78,8 @@ def eval_warnings(metrics: dict[str, float]) -> list[str]:
         out.append(
             f"{share:.0%} of the retrieved contexts map to no corpus passage (above {m.UNMAPPED_WARNING:.0%}); "
             "they count as retrieved and non-relevant. Is --corpus what the agent indexed? "
-            "(ragtrack corpus import dify|ragflow; unmapped contexts are listed per item in items.jsonl)"
+            "(a Dify or RAGFlow knowledge base: ragtrack corpus import; your own code: return corpus passage IDs "
+            "or their text; unmapped contexts are listed per item in items.jsonl)"
         )
     return out
 

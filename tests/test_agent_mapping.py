@@ -91,6 +91,14 @@ def test_a_few_characters_found_in_several_places_name_no_passage(mapper):
     assert mapped(mapper, "8.0") == ([CFG], "text 1.00")  # once in the corpus: that passage
 
 
+def test_a_context_named_by_its_corpus_passage_id_maps_to_it_whatever_its_text(mapper):
+    """An agent written over ragtrack's own corpus returns passage IDs; it was mapped by text only."""
+    assert mapped(mapper, "", score=0.5) == ([], "unmapped")
+    ctx = mapper.map(PlatformContext(CFG, ""))
+    assert (ctx.passage_ids, ctx.mapping) == ((CFG,), "passage_id")
+    assert mapper.map(PlatformContext("guides/sampler.md#no-such-section", "")).mapping == "unmapped"
+
+
 def test_the_same_words_elsewhere_in_the_document_do_not_stretch_the_span(mapper):
     # "defaults to" also occurs in the Steps section just before: it must not pull Steps in.
     text = "### Cfg value\nThe cfg value defaults to 8.0 and sets how closely the prompt is followed.\n"

@@ -151,6 +151,8 @@ def test_compare_prints_paired_rows_per_type_and_logs_a_run(evaluated):
     assert "v1 vs v3" in out and "95% CI" in out and "context_recall" in out and "correctness" in out
     assert all(f"│ {t} " in out for t in "ABCD"), out  # one row per question type
     assert "comparison run" in out
+    itself = run("--root", str(evaluated), "compare", "v1", "v1")  # was: a run against itself, logged
+    assert itself.exit_code == 2 and "compare needs two versions; both are v1" in itself.output
 
 
 def test_comparing_the_same_two_runs_again_returns_the_first_comparison_run(evaluated):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -231,6 +232,8 @@ def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(pro
     assert [r.info.status for r in found] == ["KILLED"]
     kept = [json.loads(line) for p in checkpoints.glob("*.jsonl") for line in p.read_text().splitlines()]
     assert sum("id" in row for row in kept) >= 2
+    said = re.search(r"(\d+) of 5 items finished and kept in the checkpoint", out)
+    assert said and int(said[1]) >= 2, out  # as many as were kept when the progress line was drawn
 
 
 # ---------------------------------------------------------------- SIGKILL, then resume

@@ -6,7 +6,10 @@ against a golden set, each segment is mapped to the corpus passages:
 
 1. **ID table** (written by ``ragtrack corpus import``): platform segment ID →
    passage IDs. Exact; used whenever the segment's ID is in the table.
-2. **Text**: the segment is located in the corpus and mapped to every passage
+2. **Passage ID**: an agent over ragtrack's own corpus (a Python function
+   that indexed it) may return the passage IDs themselves: a segment whose ID
+   is a passage of the corpus maps to it, whatever its text.
+3. **Text**: the segment is located in the corpus and mapped to every passage
    it covers or that covers it, by the same min-overlap rule as ragtrack's own
    chunks (:meth:`Corpus.passages_covering`). Both sides are normalised first,
    so what platforms change does not matter: whitespace and line breaks,
@@ -15,7 +18,7 @@ against a golden set, each segment is mapped to the corpus passages:
    segment may be part of a passage or span several. It is located when at
    least ``min_overlap`` of its normalised text is found, verbatim, in one
    region of one document; the record says how much (``text 0.83``).
-3. Otherwise it is **unmapped**: it still counts as retrieved and non-relevant.
+4. Otherwise it is **unmapped**: it still counts as retrieved and non-relevant.
 """
 
 from __future__ import annotations
@@ -238,6 +241,8 @@ class ContextMapper:
     def map(self, ctx: PlatformContext) -> RetrievedContext:
         if self.id_table is not None and (ids := self.id_table.segments.get(ctx.id)):
             return RetrievedContext(ctx.id, ctx.text, ids, ctx.score, "id_table")
+        if ctx.id in self.corpus.passages:
+            return RetrievedContext(ctx.id, ctx.text, (ctx.id,), ctx.score, "passage_id")
         candidates = [loc for loc in self.locator.locate(ctx.text) if loc.share >= self.min_overlap]
         hinted = [loc for loc in candidates if self._names(loc.doc_id, ctx)]
         best = hinted or [loc for loc in candidates if candidates and loc.share == candidates[0].share]

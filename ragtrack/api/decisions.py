@@ -56,6 +56,8 @@ def compare(
     latest golden set and judge both were evaluated on is used, and a warning says
     so (a quick ``--limit`` run of B does not hide its full-set comparison).
     """
+    if version_a == version_b:  # both sides would be the same run: every difference 0, a comparison logged
+        raise RagtrackError(f"compare needs two versions; both are {version_a}")
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None

@@ -26,7 +26,7 @@ from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, project_root
 def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, markdown):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
-    that got better or worse. Logged as a comparison run with a per-type plot, once per
+    whose correctness got better or worse. Logged as a comparison run with a per-type plot, once per
     pair of eval runs: comparing the same two runs again reuses that run.
 
     \b

@@ -138,7 +138,7 @@ def eval_cmd(
         from ragtrack.evaluation.diagnosis import render
 
         bar = ItemProgress(f"eval {version}")
-        state = {"started": False}
+        state = {"started": False, "done": 0, "total": 0}
 
         def on_stage(stage: str) -> None:  # also during the items (a model loaded on first use) and after
             err.print(f"[dim]… {stage}[/]")
@@ -146,9 +146,13 @@ def eval_cmd(
         def on_start(total: int, resumed: int) -> None:
             if resumed:
                 err.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
-            state["started"] = True
+            state.update(started=True, done=resumed, total=total)
             resume()  # the collector is back on for the items, over what they make
             bar.start(total, resumed)
+
+        def on_item(record) -> None:
+            state["done"] += 1
+            bar.advance(record)
 
         def on_warning(message: str) -> None:
             warn(message, style="bold yellow")
@@ -167,11 +171,14 @@ def eval_cmd(
                 use_cache=not no_cache,
                 fresh=fresh,
                 allow_stale=allow_stale,
-                progress=Hooks(on_stage, on_start, bar.advance, on_warning),
+                progress=Hooks(on_stage, on_start, on_item, on_warning),
             )
         except KeyboardInterrupt:
             if state["started"]:
-                err.print("finished items are kept in the checkpoint; run the same command again to resume")
+                err.print(
+                    f"{state['done']} of {state['total']} items finished and kept in the checkpoint; "
+                    "run the same command again to resume"
+                )
             raise
         finally:
             bar.stop()
