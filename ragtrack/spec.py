@@ -13,6 +13,7 @@ their text is logged to the tracking store.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -174,6 +175,13 @@ def _misnamed(path: Path, text: str, declared: object) -> Problem:
     return Problem(str(path), message, tomlfile.key_line(text, ["version", "name"]), "version.name")
 
 
+def _misspelt_agent_table(raw: dict) -> str | None:
+    """A top-level table that reads like a misspelt ``agent`` (and is no pipeline table)."""
+    pipeline_keys = AGENT_KINDS.get("pipeline").spec_model.model_fields
+    tables = [k for k, v in raw.items() if isinstance(v, dict) and k not in pipeline_keys]
+    return next(iter(difflib.get_close_matches("agent", tables, n=1, cutoff=0.6)), None)
+
+
 def load_spec(
     version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None, language: str | None = None
 ) -> LoadedSpec:
@@ -194,6 +202,11 @@ def load_spec(
         if path.stem == version and declared != version:  # found by its file name: the two must agree
             raise InputError([_misnamed(path, text, declared)])
     table = raw.get("agent")
+    if table is None and (near := _misspelt_agent_table(raw)):
+        # Without [agent] the spec reads as a ragtrack pipeline, and every pipeline table would be
+        # reported missing before the one line that matters.
+        message = "unknown table (did you mean 'agent'?); without [agent] a spec is a ragtrack pipeline"
+        raise InputError(tomlfile.locate([Problem(str(path), message, field=near)], text))
     kind_name = table.get("kind", "pipeline") if isinstance(table, dict) else "pipeline"
     try:
         kind = AGENT_KINDS.get(str(kind_name))

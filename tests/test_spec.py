@@ -96,6 +96,15 @@ def test_unknown_key_names_its_path_line_and_the_name_it_resembles(pipelines):
     )
 
 
+def test_a_misspelt_agent_table_is_the_one_problem_reported(pipelines):
+    """Read as a pipeline spec, ``[agnet]`` came sixth, after five pipeline tables "missing"."""
+    text = '[version]\nname = "bad"\ndescription = "mine"\n\n[agnet]\nkind = "python"\ntarget = "m:answer"\n'
+    assert _write(pipelines, text) == [
+        f"{pipelines / 'bad.toml'}:5: agnet: unknown table (did you mean 'agent'?); "
+        "without [agent] a spec is a ragtrack pipeline"
+    ]
+
+
 def test_bad_value_names_its_path(pipelines):
     problems = _write(pipelines, V1_BODY.replace("chunk_size = 500", "chunk_size = -1"))
     line = _line_of(V1_BODY, "chunk_size")
