@@ -236,6 +236,19 @@ def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(pro
     assert said and int(said[1]) >= 2, out  # as many as were kept when the progress line was drawn
 
 
+def test_an_eval_interrupted_before_its_first_item_leaves_no_checkpoint(project):
+    """Interrupted while its index was built, an eval left an empty checkpoint nothing would read."""
+    from ragtrack.api import Progress
+
+    def interrupt(stage: str) -> None:
+        if stage.startswith("building"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate("v1", root=project, progress=Progress(on_stage=interrupt))
+    assert not list((project / ".ragtrack" / "checkpoints").glob("*"))
+
+
 # ---------------------------------------------------------------- SIGKILL, then resume
 
 # Run in a child process: an eval whose final logging is SIGKILLed as the third item's trace (with

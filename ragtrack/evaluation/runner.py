@@ -76,8 +76,11 @@ class Checkpoint:
         could not be resumed)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            existed = self.path.exists()
             with self.path.open("a", encoding="utf-8"):
                 pass
+            if not existed:  # an eval interrupted before its first item leaves no empty checkpoint behind
+                self.path.unlink()
         except OSError as e:
             raise RagtrackError(
                 f"cannot write the eval's checkpoint {self.path}: {e.strerror or e} "
@@ -86,7 +89,7 @@ class Checkpoint:
 
     def start(self, header: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.is_file() or self.path.stat().st_size == 0:  # new, or made by ensure_writable
+        if not self.path.is_file() or self.path.stat().st_size == 0:  # new, or left empty by a crash
             self._append({"header": header})
 
     def add_build(self, usage: dict[str, Usage]) -> None:
