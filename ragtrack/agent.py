@@ -103,6 +103,9 @@ class AgentOutput:
     #: read, or its answer step failed (``errors`` says why). The item is not judged — a failed call
     #: is not a wrong answer — and an eval that resumes asks it again.
     answered: bool = True
+    #: True for an agent that retrieves and does not answer (a platform's ``retrieval_only``): the
+    #: item gets retrieval metrics and no judge verdicts (there is no answer to judge).
+    retrieval_only: bool = False
 
     @property
     def passage_ids(self) -> list[str]:

@@ -26,14 +26,16 @@ _MIN_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
 _declared: set[str] = set()  # variable names a config or spec declared as holding a key
 
 
-def _env_name(name: str) -> str:
+def env_name(name: str) -> str:
+    """``name`` if it can name an environment variable; else ValueError (whose message never
+    holds ``name``)."""
     if not _ENV_NAME.fullmatch(name):  # never echoed: it is often the key itself, pasted in the wrong place
         raise ValueError("must name an environment variable (such as DIFY_APP_KEY) that holds the key, not the key")
     return name
 
 
 #: A config or spec field naming the environment variable that holds a key (``api_key_env``).
-EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvName = Annotated[str, AfterValidator(env_name)]
 
 
 def declare(*env_names: str | None) -> None:

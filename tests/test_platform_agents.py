@@ -200,6 +200,9 @@ def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
         "score_threshold_enabled": False,
     }
     assert all(len(r.contexts) == 2 and r.answer == "" for r in report.records)
+    # No answer to judge: no verdicts (they were 1 on every judge, "empty answer"), nothing unanswered.
+    assert all(r.judges == {} and r.answered for r in report.records)
+    assert "correctness" not in report.metrics and report.metrics["unanswered"] == 0
 
     def segments(body):
         return [r["segment"]["id"] for r in body["records"]]
@@ -218,6 +221,11 @@ def test_a_reply_without_retrieval_metadata_is_an_item_error_never_a_recall_of_0
     assert report.metrics["retrieval_n"] == 3 and report.metrics["agent_errors"] == 2
     expected = sum(r.retrieval["context_recall"] for r in good) / 3  # the mean covers the three that said
     assert report.metrics["context_recall"] == pytest.approx(expected)
+    # Judges that read the contexts are not asked about an answer whose contexts are unknown
+    # (groundedness was 1 there, "every statement unsupported", and promote read it as a regression).
+    assert all(sorted(r.judges) == ["correctness", "relevance"] for r in bad)
+    assert all(sorted(r.judges) == ["correctness", "groundedness", "organization", "relevance"] for r in good)
+    assert report.metrics["groundedness_n"] == 3 and report.metrics["correctness_n"] == 5
 
     with dify_server(project, citations=False) as server:  # an app with citations switched off
         write_spec(project, "dify-nocite", DIFY_AGENT.format(url=server.base_url, n=2))
@@ -414,6 +422,7 @@ def test_ragflow_on_either_chat_path_and_through_the_retrieval_api(project, keys
     body = server.exchanges[0].request.body
     assert body["dataset_ids"] == [server.dataset_id] and body["page_size"] == 3 and body["highlight"] is False
     check_against_server(report, server, "retrieval", chunk_ids, RAGFLOW_SEGMENTS, k=3)  # top_k: page_size
+    assert all(r.judges == {} for r in report.records) and "correctness" not in report.metrics
 
 
 def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(project, keys, monkeypatch):
@@ -431,7 +440,12 @@ def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(proje
         write_spec(project, "ragflow-app", ragflow_agent(server) + "max_concurrency = 1\n")
         server.inject(Fault("no_reference"))
         report = evaluate("ragflow-app", root=project, use_cache=False)
-    assert "no reference" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 4
+        assert "no reference" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 4
+        # A 500 or 429 (a proxy in front of RAGFlow, with its envelope) is retried, not a refusal.
+        server.inject(Fault("500"), Fault("429", 0.05))
+        report = evaluate("ragflow-app", root=project, use_cache=False)
+    assert report.complete and not any(r.errors for r in report.records)
+    assert report.accounting["agent"]["ragflow"]["retries"] == 2
 
 
 # ---------------------------------------------------------------------------------------- any endpoint

@@ -106,3 +106,7 @@ def test_import_errors_are_one_line(project, key, monkeypatch):
     result = run(project, "dify", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOPE_KEY", "--dataset", "kb")
     assert result.exit_code == 2 and "environment variable NOPE_KEY is not set" in result.output
     assert "Traceback" not in result.output
+    pasted = "dataset-pasted-by-mistake-7f3a9"  # the key where its variable's name belongs: refused, not echoed
+    result = run(project, "dify", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", pasted, "--dataset", "kb")
+    assert result.exit_code == 2 and "--api-key-env must name an environment variable" in result.output
+    assert pasted not in result.output

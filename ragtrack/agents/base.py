@@ -154,6 +154,9 @@ class ExternalAgent(BaseAgent):
 
     endpoint: Endpoint | None = None
 
+    #: The agent retrieves and does not answer (a platform's ``retrieval_only``): nothing to judge.
+    retrieves_only: bool = False
+
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         self.table = spec.spec.agent
@@ -206,11 +209,19 @@ class ExternalAgent(BaseAgent):
             usage.cost_usd += reply.cost_usd
             if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
                 self.cache.put_json(key, reply.to_json())
+        only = self.retrieves_only
         if reply.contexts is None:
             errors = [redact(f"{self.spec.kind}: {reply.problem}")]
-            return AgentOutput(reply.answer, [], errors=errors, usage={self.spec.kind: usage}, retrieval_reported=False)
+            return AgentOutput(
+                reply.answer,
+                [],
+                errors=errors,
+                usage={self.spec.kind: usage},
+                retrieval_reported=False,
+                retrieval_only=only,
+            )
         contexts = [self.mapper.map(c) for c in reply.contexts]
-        return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage})
+        return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only)
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""

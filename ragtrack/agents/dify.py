@@ -91,6 +91,7 @@ class DifyAgent(PlatformAgent):
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         t: DifyTable = self.table
+        self.retrieves_only = t.retrieval_only
         self.streaming = t.app_mode == "agent-chat"
         self.top_k = t.top_k
         self.app = {} if t.retrieval_only else self._app_info()

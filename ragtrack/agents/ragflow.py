@@ -92,14 +92,17 @@ class RagflowSpec(ExternalSpec):
 
 def ragflow_check(status: int, body: Any) -> Exception | None:
     """RAGFlow's envelope: ``code`` != 0 is an error whatever the HTTP status; ``code`` 0 with
-    ``data: false`` is a refused key (up to v0.24)."""
-    if not isinstance(body, dict) or "code" not in body:
+    ``data: false`` is a refused key (up to v0.24). A 5xx or 429 status, or its SERVER_ERROR
+    code (500), is retried like any endpoint's (:func:`standard_check`), not taken as a refusal."""
+    if not isinstance(body, dict) or "code" not in body or status >= 500 or status == 429:
         return None
     code, message = body.get("code"), str(body.get("message") or "")
     if code == 0 and body.get("data") is not False:
         return None
     if _SLOW_DOWN.search(message):
         return TransientError(f"RAGFlow {code}: {message}", overload=True)
+    if code == 500:
+        return TransientError(f"RAGFlow {code}: {message or 'server error'}")
     return Rejected(status, str(code), message or "refused")
 
 
@@ -113,6 +116,7 @@ class RagflowAgent(PlatformAgent):
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         t: RagflowTable = self.table
+        self.retrieves_only = t.retrieval_only
         self.chat_path = CHAT_PATHS[0]  # until a RAGFlow answers 404 to it
         self.top_k = t.page_size if t.retrieval_only else None
 

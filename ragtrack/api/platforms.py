@@ -9,7 +9,7 @@ from ragtrack.agents.base import check_url
 from ragtrack.agents.importer import PLATFORMS, ImportReport, write_corpus
 from ragtrack.config import load_config
 from ragtrack.errors import RagtrackError
-from ragtrack.secrets import declare
+from ragtrack.secrets import declare, env_name
 
 
 def import_corpus(
@@ -32,7 +32,10 @@ def import_corpus(
         base_url = check_url(base_url).rstrip("/")
     except ValueError as e:
         raise RagtrackError(f"--base-url: {e}") from None
-    declare(api_key_env)
+    try:
+        declare(env_name(api_key_env))
+    except ValueError as e:  # often the key itself, pasted in the wrong place: not echoed
+        raise RagtrackError(f"--api-key-env {e}") from None
     key = os.environ.get(api_key_env)
     if not key:
         raise RagtrackError(f"environment variable {api_key_env} is not set (it holds the {platform} API key)")

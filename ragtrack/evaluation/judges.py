@@ -60,6 +60,9 @@ class Judge:
     name: str
     reads: str
     heuristic: Callable[[JudgeInput, str], tuple[int, str]]
+    #: Reads the retrieved contexts: not asked about an answer whose reply did not say what was
+    #: retrieved (against no contexts every claim looks unsupported).
+    reads_contexts: bool = False
 
 
 JUDGES: Registry[Judge] = Registry(
@@ -72,12 +75,16 @@ JUDGES: Registry[Judge] = Registry(
             "groundedness",
             "answer vs retrieved contexts",
             lambda i, lang: heuristics.groundedness(i.answer, i.contexts, lang),
+            reads_contexts=True,
         ),
         "relevance": Judge(
             "relevance", "answer vs question", lambda i, lang: heuristics.relevance(i.question, i.answer, lang)
         ),
         "organization": Judge(
-            "organization", "answer vs contexts", lambda i, lang: heuristics.organization(i.answer, i.contexts, lang)
+            "organization",
+            "answer vs contexts",
+            lambda i, lang: heuristics.organization(i.answer, i.contexts, lang),
+            reads_contexts=True,
         ),
     },
 )

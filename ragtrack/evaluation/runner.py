@@ -24,7 +24,7 @@ from pathlib import Path
 from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
-from ragtrack.evaluation.scoring import item_record, judge_input, score_item
+from ragtrack.evaluation.scoring import item_record, judge_input, judges_for, score_item
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import CircuitOpenError
@@ -197,11 +197,11 @@ def _pipeline(
                 except CircuitOpenError as e:
                     stopped = stopped or str(e)
                     continue
-                if work.output is None:  # an answer: one judge call per judge (none without an answer)
+                if work.output is None:  # an answer: one call per judge that can judge it (judges_for)
                     work.output = result
-                    if result.answered:
+                    if names := judges_for(result, panel):
                         inp = judge_input(work.item, result)
-                        for name in panel.steps:
+                        for name in names:
                             judging[judges.submit(panel.judge, inp, (name,))] = work
                             work.waiting += 1
                         continue

@@ -10,7 +10,7 @@ uses the two halves: :func:`judge_input` and :func:`item_record`.
 from __future__ import annotations
 
 from ragtrack.agent import AgentOutput, RetrievedContext
-from ragtrack.evaluation.judges import JudgeInput, JudgePanel
+from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
@@ -67,10 +67,20 @@ def item_record(
     )
 
 
+def judges_for(output: AgentOutput, panel: JudgePanel) -> tuple[str, ...]:
+    """The panel's judges that can judge ``output``: none without an answer (a failed call, an agent
+    that only retrieves); without the judges that read contexts when the reply did not say what it
+    retrieved."""
+    if not output.answered or output.retrieval_only:
+        return ()
+    return tuple(n for n in panel.steps if output.retrieval_reported or not JUDGES.get(n).reads_contexts)
+
+
 def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int, latency_s: float = 0.0) -> ItemRecord:
-    """Every judge's verdict on the output (none when the agent gave no answer), then its record.
-    Raises :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
-    verdicts, judge_usage = panel.judge(judge_input(item, output)) if output.answered else ({}, {})
+    """The verdicts of :func:`judges_for` on the output, then its record. Raises
+    :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
+    names = judges_for(output, panel)
+    verdicts, judge_usage = panel.judge(judge_input(item, output), names) if names else ({}, {})
     return item_record(item, output, verdicts, judge_usage, k, latency_s)
 
 
