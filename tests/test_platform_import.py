@@ -31,7 +31,9 @@ def key(monkeypatch):
 def test_dify_import_writes_passages_documents_and_the_id_table(project, key, monkeypatch):
     monkeypatch.setattr(dify, "PAGE_SIZE", 2)  # several pages of documents and of segments
     with DifyServer(project / "golden" / "kb", dataset_key=DATASET_KEY, max_chars=60) as server:
-        result = run(project, "dify", "--base-url", server.base_url, "--api-key-env", "KB_KEY", "--dataset", "kb")
+        # Named twice, by name and by ID: imported once (it was imported twice, under other IDs).
+        twice = ("--dataset", "kb", "--dataset", server.dataset_id)
+        result = run(project, "dify", "--base-url", server.base_url, "--api-key-env", "KB_KEY", *twice)
     assert result.exit_code == 0, result.output
     assert "write the golden set against these passage IDs" in result.output
     segments = server.knowledge.segments

@@ -80,15 +80,17 @@ def paged(fetch: Callable[[int], tuple[list[Any], bool]]) -> Iterator[Any]:
 
 
 def resolve_datasets(wanted: list[str], available: list[tuple[str, str]], platform: str) -> list[tuple[str, str]]:
-    """Each wanted dataset (an ID or a name) → (id, name) among the ``available`` (id, name) pairs."""
-    out = []
+    """Each wanted dataset (an ID or a name) → (id, name) among the ``available`` (id, name) pairs;
+    one named twice (by its ID and its name) is imported once."""
+    out: list[tuple[str, str]] = []
     for w in wanted:
         match = [d for d in available if d[0] == w] or [d for d in available if d[1] == w]
         if len(match) != 1:
             names = ", ".join(f"{name} ({i})" for i, name in available) or "none visible to this key"
             why = "is ambiguous" if match else "not found"
             raise RagtrackError(f"{platform} knowledge base {w!r} {why}; available: {names}")
-        out.append(match[0])
+        if match[0] not in out:
+            out.append(match[0])
     return out
 
 
