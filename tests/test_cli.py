@@ -355,3 +355,22 @@ def test_a_quick_limited_run_does_not_hide_the_full_set_comparison(project):
     )
     result = run("--root", str(project), "compare", "v1", "v3")
     assert result.exit_code == 0 and "v1 has no eval on the golden set of v3's latest run" in result.output
+
+
+def test_a_relative_sqlite_store_in_ragtrack_toml_is_the_projects_wherever_the_command_runs(project, monkeypatch):
+    """It was resolved from the current folder: from golden/ `versions` found no store, `eval` made a second."""
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import resolve_tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (project / "ragtrack.toml").write_text('[project]\ntracking_uri = "sqlite:///store/mlflow.db"\n')
+    monkeypatch.chdir(project / "golden")
+    expected = f"sqlite:///{(project / 'store' / 'mlflow.db').resolve()}"
+    assert resolve_tracking_uri(load_config(project)) == expected
+
+
+def test_ui_against_a_tracking_server_names_its_ui_instead_of_crashing_mlflow_ui(project):
+    """`mlflow ui --backend-store-uri http://…` fails on the registry URI; the server serves its own UI."""
+    result = run("--root", str(project), "ui", "--tracking-uri", "http://user:pw@127.0.0.1:9")
+    assert result.exit_code == 2 and "open its UI at http://127.0.0.1:9" in result.output
+    assert "pw" not in result.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -164,3 +165,23 @@ def test_evals_starting_together_all_link_the_one_golden_dataset(team_server, tm
         list(pool.map(link, runs))  # raises if any run failed to link it
     linked = {store.client.get_run(r).inputs.dataset_inputs[0].dataset.digest for r in runs}
     assert linked == {digest}
+
+
+def test_a_database_that_refuses_the_login_or_lacks_the_database_is_one_line_within_seconds(tmp_path):
+    """The port answered, so only MLflow's connection retries noticed: 1 min 44 s and a traceback."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(SERVER)
+    wrong_password = SERVER.replace(f":{parts.password}@", ":not-the-password-1234@")
+    no_database = SERVER.rsplit("/", 1)[0] + "/ragtrack_no_such_database"
+    root = make_project(tmp_path / "p")
+    for uri, reason in [(wrong_password, "password authentication failed"), (no_database, "does not exist")]:
+        started = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-m", "ragtrack.cli", "--root", str(root), "versions", "--tracking-uri", uri],
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 2 and "refused the connection" in out.stderr and reason in out.stderr, out.stderr
+        assert "not-the-password" not in out.stderr + out.stdout and "Traceback" not in out.stderr
+        assert time.monotonic() - started < 30

@@ -203,9 +203,13 @@ def eval_cmd(
     setup = f" · {report.setup}" if report.setup else ""
     console.print(f"run [bold]{report.run_id}[/] · model version {report.model_version}{setup}")
     from ragtrack.secrets import without_credentials
+    from ragtrack.tracking.store import server_ui
 
-    uri = escape(shlex.quote(without_credentials(report.tracking_uri)))  # pasted into a shell as printed
-    console.print(f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {uri})")
+    if address := server_ui(report.tracking_uri):
+        console.print(f"open the MLflow UI: {escape(address)}")
+    else:
+        uri = escape(shlex.quote(without_credentials(report.tracking_uri)))  # pasted into a shell as printed
+        console.print(f"open the MLflow UI: [bold]ragtrack ui[/]  (or: mlflow ui --backend-store-uri {uri})")
     write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
     if report.records and not report.measured:
         err.print("[bold red]no question got an answer:[/] nothing was measured (see the errors above)")

@@ -36,7 +36,7 @@ from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
-from ragtrack.secrets import without_credentials
+from ragtrack.secrets import redact, without_credentials
 
 
 class Tag:
@@ -154,7 +154,34 @@ def _probe(uri: str, parts, scheme: str) -> None:
         )
     port = parts.port or {"postgresql": 5432, "mysql": 3306, "mssql": 1433}[scheme]
     with socket.create_connection((parts.hostname or "localhost", port), PROBE_TIMEOUT_S):
-        return
+        pass
+    _probe_database(uri, scheme)
+
+
+def _probe_database(uri: str, scheme: str) -> None:
+    """A database server that answers may still refuse the credentials or lack the database, which
+    MLflow retries for minutes too: one real connection says so at once."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    timeout = {
+        "postgresql": {"connect_timeout": int(PROBE_TIMEOUT_S)},
+        "mysql": {"connect_timeout": int(PROBE_TIMEOUT_S)},
+    }
+    try:
+        engine = sqlalchemy.create_engine(uri, poolclass=NullPool, connect_args=timeout.get(scheme, {}))
+    except (ImportError, sqlalchemy.exc.NoSuchModuleError) as e:
+        raise StoreError(f"no driver for {without_credentials(uri)}: {e} (pip install 'ragtrack[team]')") from None
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.OperationalError as e:
+        reason = str(e.orig or e).strip().splitlines()[0] if str(e.orig or e).strip() else type(e).__name__
+        raise StoreError(
+            f"the tracking store {without_credentials(uri)} refused the connection: {redact(reason)}"
+        ) from None
+    finally:
+        engine.dispose()
 
 
 def default_tracking_uri(root: Path) -> str:
@@ -181,7 +208,25 @@ def resolve_tracking_uri(config: ProjectConfig, override: str | None = None) -> 
     from_env = os.environ.get("MLFLOW_TRACKING_URI")
     if from_env == _exported:
         from_env = None
-    return override or from_env or config.project.tracking_uri or default_tracking_uri(config.root)
+    return (
+        override
+        or from_env
+        or _from_root(config.project.tracking_uri, config.root)
+        or default_tracking_uri(config.root)
+    )
+
+
+def server_ui(tracking_uri: str) -> str | None:
+    """A tracking server's URL, where its UI is served (None for a local store, which ``mlflow ui`` serves)."""
+    return without_credentials(tracking_uri) if tracking_uri.startswith(("http://", "https://")) else None
+
+
+def _from_root(uri: str | None, root: Path) -> str | None:
+    """A relative ``sqlite:///`` path written in ``ragtrack.toml`` names a file of the project, as
+    its other paths do: resolved against the root, not the folder a command runs in."""
+    if uri and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return f"sqlite:///{(root / uri.removeprefix('sqlite:///')).resolve()}"
+    return uri
 
 
 @dataclass(frozen=True)
@@ -275,7 +320,7 @@ class Store:
     @property
     def ui_address(self) -> str | None:
         """Where a browser finds this store's UI: a tracking server's URL (None for a local store)."""
-        return self.tracking_uri if self.tracking_uri.startswith(("http://", "https://")) else None
+        return server_ui(self.tracking_uri)
 
     def finish_run(self, run_id: str, status: str = "FINISHED") -> None:
         """End a run: FINISHED (complete), KILLED (interrupted, resumable) or FAILED (an error)."""
