@@ -249,6 +249,27 @@ def test_an_eval_interrupted_before_its_first_item_leaves_no_checkpoint(project)
     assert not list((project / ".ragtrack" / "checkpoints").glob("*"))
 
 
+OPEN_STORE = """
+import sys
+from ragtrack.config import load_config
+from ragtrack.tracking.store import open_store
+open_store(load_config(sys.argv[1]), sys.argv[2])
+"""
+
+
+def test_evals_starting_together_on_a_new_store_set_it_up_once(project, tmp_path):
+    """Both created and migrated the new SQLite file's tables at once: "duplicate column name",
+    alembic errors, tracebacks with exit 1, and a file later commands could not open (4 of 4 runs)."""
+    uri = f"sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_STORE, str(project), uri], stderr=subprocess.PIPE, text=True)]
+    procs += [
+        subprocess.Popen([sys.executable, "-c", OPEN_STORE, str(project), uri], stderr=subprocess.PIPE, text=True)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    assert cli("--root", str(project), "versions", "--tracking-uri", uri).exit_code == 0
+
+
 # ---------------------------------------------------------------- SIGKILL, then resume
 
 # Run in a child process: an eval whose final logging is SIGKILLed as the third item's trace (with

@@ -13,6 +13,7 @@ beats ``ragtrack.toml``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -31,6 +32,7 @@ from mlflow import MlflowClient
 from mlflow.entities import DatasetInput, Metric, RunTag
 from mlflow.entities import Param as MlflowParam
 from mlflow.exceptions import MlflowException
+from sqlalchemy.exc import SQLAlchemyError
 
 from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
@@ -616,19 +618,40 @@ def open_store(
     if os.environ.get("MLFLOW_TRACKING_URI") != before:  # ours; the user's own setting stays theirs
         _exported = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_registry_uri(uri)
-    client = MlflowClient(uri, registry_uri=uri)
     name = config.project.experiment
     try:
-        return Store(
-            uri,
-            _experiment(client, uri, name),
-            name,
-            config.project.registered_model,
-            client,
-            _experiment(client, uri, f"{name}-decisions"),
-        )
+        with _setting_up(uri):
+            client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
+            return Store(
+                uri,
+                _experiment(client, uri, name),
+                name,
+                config.project.registered_model,
+                client,
+                _experiment(client, uri, f"{name}-decisions"),
+            )
     except MlflowException as e:
         raise StoreError(f"the tracking store {without_credentials(uri)} refused: {first_line(e.message)}") from None
+    except SQLAlchemyError as e:  # MLflow's schema set-up failed below it (a damaged database)
+        reason = first_line(str(e))
+        raise StoreError(f"the tracking store {without_credentials(uri)} could not be set up: {reason}") from None
+
+
+@contextmanager
+def _setting_up(uri: str) -> Iterator[None]:
+    """One process at a time sets a local store up: the first use creates and migrates its tables,
+    and two evals starting together on a new SQLite file both did, failing each other ("duplicate
+    column") and leaving it unusable. A lock file beside the database serialises it."""
+    database = local_database(uri)
+    if database is None:
+        yield
+        return
+    with open(f"{database}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _despite_racing_inserts(write: Callable[[], object], attempts: int = 4) -> None:
