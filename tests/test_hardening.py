@@ -249,24 +249,33 @@ def test_an_eval_interrupted_before_its_first_item_leaves_no_checkpoint(project)
     assert not list((project / ".ragtrack" / "checkpoints").glob("*"))
 
 
-OPEN_STORE = """
+# What an eval does first: open the store, register its version.
+OPEN_AND_REGISTER = """
 import sys
+from pathlib import Path
 from ragtrack.config import load_config
+from ragtrack.spec import load_spec
+from ragtrack.tracking.models import ensure_version_model
 from ragtrack.tracking.store import open_store
-open_store(load_config(sys.argv[1]), sys.argv[2])
+root = Path(sys.argv[1])
+store = open_store(load_config(root), sys.argv[2])
+ensure_version_model(store, load_spec("v1", root / "pipelines", root), str(root / "golden" / "kb"), str(root))
 """
 
 
-def test_evals_starting_together_on_a_new_store_set_it_up_once(project, tmp_path):
+def test_evals_starting_together_on_a_new_store_set_it_up_and_register_their_version_once(project, tmp_path):
     """Both created and migrated the new SQLite file's tables at once: "duplicate column name",
-    alembic errors, tracebacks with exit 1, and a file later commands could not open (4 of 4 runs)."""
+    alembic errors, tracebacks with exit 1, and a file later commands could not open (4 of 4
+    runs); and both found no model version of the spec, registering two."""
+    from mlflow import MlflowClient
+
     uri = f"sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN_STORE, str(project), uri], stderr=subprocess.PIPE, text=True)]
-    procs += [
-        subprocess.Popen([sys.executable, "-c", OPEN_STORE, str(project), uri], stderr=subprocess.PIPE, text=True)
-    ]
-    errors = [p.communicate(timeout=120)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], errors
+    command = [sys.executable, "-c", OPEN_AND_REGISTER, str(project), uri]
+    procs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    versions = MlflowClient(uri, registry_uri=uri).search_model_versions("name = 'rag-agent'")
+    assert len(versions) == 1, [v.version for v in versions]
     assert cli("--root", str(project), "versions", "--tracking-uri", uri).exit_code == 0
 
 

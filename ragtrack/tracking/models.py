@@ -20,7 +20,7 @@ from ragtrack.records import RunSummary
 from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking import descriptions
-from ragtrack.tracking.store import Store, Tag, without_progress_bar
+from ragtrack.tracking.store import Store, Tag, local_lock, without_progress_bar
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,13 @@ class ModelRef:
 
 
 def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
-    """Log and register ``spec`` as a model unless a registry version with its hash exists."""
+    """Log and register ``spec`` as a model unless a registry version with its hash exists (looked
+    up and registered under the local store's lock: evals starting together register it once)."""
+    with local_lock(store.tracking_uri):
+        return _ensure_version_model(store, spec, corpus_path, root)
+
+
+def _ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
     existing = store.model_versions(spec.name, spec.hash)
     if existing:
         return ModelRef(

@@ -620,7 +620,7 @@ def open_store(
     mlflow.set_registry_uri(uri)
     name = config.project.experiment
     try:
-        with _setting_up(uri):
+        with local_lock(uri):
             client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
             return Store(
                 uri,
@@ -638,10 +638,13 @@ def open_store(
 
 
 @contextmanager
-def _setting_up(uri: str) -> Iterator[None]:
-    """One process at a time sets a local store up: the first use creates and migrates its tables,
-    and two evals starting together on a new SQLite file both did, failing each other ("duplicate
-    column") and leaving it unusable. A lock file beside the database serialises it."""
+def local_lock(uri: str) -> Iterator[None]:
+    """One process at a time, for a local store (a lock file beside its database; no-op for others).
+
+    Setting a store up: the first use creates and migrates its tables, and two evals starting
+    together on a new SQLite file both did, failing each other ("duplicate column") and leaving it
+    unusable. Registering a version: two first evals of one spec both found no version and each
+    registered one."""
     database = local_database(uri)
     if database is None:
         yield
