@@ -21,7 +21,7 @@ from ragtrack.api.evaluation import EvalOptions, finish_eval, prepare_eval, run_
 from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.corpus import load_corpus
-from ragtrack.errors import InputError
+from ragtrack.errors import InputError, RagtrackError
 from ragtrack.golden import load_golden
 from ragtrack.llm.fake_server import FakeOpenAIServer
 from ragtrack.tracking import traces
@@ -173,6 +173,9 @@ def test_fresh_closes_the_interrupted_run_instead_of_leaving_it_running(project)
     session = prepare_eval("v1", EvalOptions(root=project))  # started, then abandoned (as after a SIGKILL)
     store = session.store
     assert store.run_status(session.run_id) == "RUNNING"
+    with pytest.raises(RagtrackError, match="another eval with the same version, golden set and judge is running"):
+        evaluate("v1", root=project)  # while it runs, a second eval does not take its checkpoint
+    session.checkpoint.release()  # as its process's end does
     report = evaluate("v1", root=project, fresh=True)
     assert store.run_status(session.run_id) == "KILLED" and report.run_id != session.run_id and report.resumed == 0
 

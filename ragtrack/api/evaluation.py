@@ -186,13 +186,15 @@ def evaluate(
 @contextmanager
 def ends_run_on_error(session: EvalSession) -> Iterator[None]:
     """Whatever stops the eval after its run started ends the run — KILLED for an interruption
-    (Ctrl-C, SIGTERM), FAILED for an error — and keeps the checkpoint, so the same command resumes."""
+    (Ctrl-C, SIGTERM), FAILED for an error — and keeps the checkpoint, so the same command resumes
+    (this process lets go of it)."""
     try:
         yield
     except BaseException as e:
         status = "KILLED" if isinstance(e, KeyboardInterrupt | SystemExit) else "FAILED"
         with suppress(Exception):  # the store may be what failed; the original error matters more
             session.store.finish_run(session.run_id, status)
+        session.checkpoint.release()
         raise
 
 
@@ -234,44 +236,48 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     ).hexdigest()[:16]
     checkpoint = Checkpoint(config.cache_dir.parent / "checkpoints" / f"{spec.name}-{key}.jsonl")
     checkpoint.ensure_writable()  # before the index build: without it, an eval could not resume
+    checkpoint.hold()  # one eval per checkpoint: a second would take this one's for an interrupted run
+    try:
+        progress.on_stage(f"building {spec.name} (index, models)")
+        agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache, on_stage=progress.on_stage))
+        for message in agent.setup.warnings.values():
+            progress.on_warning(message)
+        # Absolute: the model answers wherever it is loaded, not from the folder the eval ran in.
+        model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
 
-    progress.on_stage(f"building {spec.name} (index, models)")
-    agent = build_agent(spec, AgentContext(corpus, config, min_overlap, o.use_cache, on_stage=progress.on_stage))
-    for message in agent.setup.warnings.values():
-        progress.on_warning(message)
-    # Absolute: the model answers wherever it is loaded, not from the folder the eval ran in.
-    model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
-
-    header, done, build_usage = checkpoint.load()
-    if o.fresh:
-        if header.get("run_id") and store.run_status(header["run_id"]) == "RUNNING":
-            store.finish_run(header["run_id"], "KILLED")  # the interrupted run is closed, not left RUNNING
-        checkpoint.remove()
-        header, done, build_usage = {}, {}, {}
-    params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
-    tags = runs.eval_tags(spec, golden, panel, agent, model)
-    run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
-    runs.log_golden_dataset(store, run_id, golden, stale)
-    checkpoint.start({"run_id": run_id, "version": spec.name})
-    checkpoint.add_build(agent.setup.usage)
-    for step, usage in agent.setup.usage.items():
-        build_usage.setdefault(step, Usage()).add(usage)
-    return EvalSession(
-        spec,
-        corpus,
-        golden,
-        agent,
-        panel,
-        store,
-        model,
-        checkpoint,
-        run_id,
-        params,
-        done,
-        build_usage,
-        dict(config.gates),
-        limits,
-    )
+        header, done, build_usage = checkpoint.load()
+        if o.fresh:
+            if header.get("run_id") and store.run_status(header["run_id"]) == "RUNNING":
+                store.finish_run(header["run_id"], "KILLED")  # the interrupted run is closed, not left RUNNING
+            checkpoint.remove()
+            header, done, build_usage = {}, {}, {}
+        params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
+        tags = runs.eval_tags(spec, golden, panel, agent, model)
+        run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
+        runs.log_golden_dataset(store, run_id, golden, stale)
+        checkpoint.start({"run_id": run_id, "version": spec.name})
+        checkpoint.add_build(agent.setup.usage)
+        for step, usage in agent.setup.usage.items():
+            build_usage.setdefault(step, Usage()).add(usage)
+        return EvalSession(
+            spec,
+            corpus,
+            golden,
+            agent,
+            panel,
+            store,
+            model,
+            checkpoint,
+            run_id,
+            params,
+            done,
+            build_usage,
+            dict(config.gates),
+            limits,
+        )
+    except BaseException:
+        checkpoint.release()
+        raise
 
 
 def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
@@ -318,6 +324,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
     session.store.finish_run(session.run_id, "FINISHED" if complete else "KILLED")
     if complete:
         session.checkpoint.remove()
+    session.checkpoint.release()
     return EvalReport(
         version=session.spec.name,
         run_id=session.run_id,

@@ -11,6 +11,7 @@ that was down is the reason to resume.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.errors import RagtrackError
@@ -48,6 +50,30 @@ class Checkpoint:
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
+        self._holder: IO[str] | None = None  # the lock file while this process holds the checkpoint
+
+    def hold(self) -> None:
+        """Take the checkpoint for this eval (an exclusive lock on a file beside it, let go by
+        :meth:`release` or by the process's end). Two evals of one version, golden set and judge
+        in one project share a checkpoint: the second took the first's live one for an interrupted
+        run, wrote into its MLflow run and failed on its params."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        holder = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held open until release()
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder.close()
+            raise RagtrackError(
+                f"another eval with the same version, golden set and judge is running in this project "
+                f"(it holds {self.path}); wait for it to finish"
+            ) from None
+        self._holder = holder
+
+    def release(self) -> None:
+        if self._holder is not None:
+            Path(self._holder.name).unlink(missing_ok=True)  # no lock files left behind
+            self._holder.close()  # which lets the lock go
+            self._holder = None
 
     def load(self) -> tuple[dict, dict[str, ItemRecord], dict[str, Usage]]:
         """The header, the items to keep (their last record, if :attr:`~ItemRecord.settled`: an item
