@@ -290,10 +290,13 @@ def test_a_champion_without_an_eval_on_the_same_golden_set_refuses(store, tmp_pa
     assert not d.promoted and "has no eval on the golden set of v2's run" in d.reasons[0]
 
 
-def test_dry_run_decides_without_moving_the_alias(store, tmp_path):
+def test_dry_run_decides_without_moving_the_alias_or_waiting_for_the_lock(store, tmp_path):
     log_eval(store, "v1", BASE)
+    store.client.create_registered_model(f"{store.registered_model}.promotion-lock")  # held (or left by a crash)
+    started = time.monotonic()
     d = promote(store, tmp_path, "v1", dry_run=True)
     assert d.promoted and d.dry_run and store.champion() is None
+    assert time.monotonic() - started < 60, "a dry run waited for the lock (2 minutes, then failed)"
 
 
 def test_two_concurrent_promotions_cannot_both_beat_the_same_champion(tmp_path):

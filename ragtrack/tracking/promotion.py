@@ -16,6 +16,7 @@ leaderboard) and the eval runs not yet compared with the champion it leaves.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import asdict
 
 from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Rule
@@ -24,8 +25,10 @@ from ragtrack.tracking.store import Store, Tag
 
 
 def promote(store: Store, version: str, rule: Rule, *, dry_run: bool) -> Decision:
-    """Decide on ``version``'s latest eval; on success (and not a dry run) move the alias."""
-    with store.promotion_lock():
+    """Decide on ``version``'s latest eval; on success (and not a dry run) move the alias. A dry run
+    moves nothing, so it takes no lock: a CI gate does not wait behind a promotion (or a lock a
+    crashed promoter left) to read the champion."""
+    with nullcontext() if dry_run else store.promotion_lock():
         decision = standings.standing(store, store.latest_eval(version), rule, metrics=(CRITERION, GUARD)).decision
         decision.dry_run = dry_run
         if decision.promoted and not dry_run:
