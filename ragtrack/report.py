@@ -317,7 +317,11 @@ def import_lines(r: ImportReport, shown: int = 10) -> list[str]:
             more = f" … and {len(ids) - shown} more" if len(ids) > shown else ""
             lines.append(f"  {label}: {', '.join(ids[:shown])}{more}")
     if r.removed or r.changed:
-        lines.append("check the golden items whose GT names a removed or changed passage (ragtrack golden validate)")
+        lines.append(
+            "check the golden items whose GT names a removed or changed passage: `ragtrack golden validate` "
+            "flags removed ones, and changed ones only for items with a gt_fingerprint (once checked, "
+            "`ragtrack golden fingerprint` records one, so the next import's changes are flagged)"
+        )
     return lines
 
 

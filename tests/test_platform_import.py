@@ -103,6 +103,11 @@ def test_import_errors_are_one_line(project, key, monkeypatch):
         monkeypatch.setenv("KB_KEY", "dataset-wrong-key-000000")
         result = run(project, "dify", "--base-url", server.base_url, "--api-key-env", "KB_KEY", "--dataset", "kb")
         assert result.exit_code == 2 and "401 unauthorized: Access token is invalid" in result.output
+        assert "needs a knowledge-base API key, dataset-" in result.output
+        no_v1 = server.base_url.removesuffix("/v1")
+        monkeypatch.setenv("KB_KEY", DATASET_KEY)
+        result = run(project, "dify", "--base-url", no_v1, "--api-key-env", "KB_KEY", "--dataset", "kb")
+        assert result.exit_code == 2 and "is --base-url missing it?" in result.output, result.output
     result = run(project, "coze", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "KB_KEY", "--dataset", "kb")
     assert result.exit_code == 2 and "unknown platform 'coze'; expected one of: dify, ragflow" in result.output
     result = run(project, "dify", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOPE_KEY", "--dataset", "kb")

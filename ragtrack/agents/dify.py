@@ -276,7 +276,12 @@ def fetch_knowledge(base_url: str, key: str, datasets: list[str], timeout_s: flo
                     source.segments.append(SourceSegment(str(seg.get("id")), position, text))
                 out.append(source)
     except EndpointError as e:
-        raise RagtrackError(f"Dify at {base_url}: {e}") from None
+        hint = ""
+        if e.status in (401, 403):
+            hint = " (importing needs a knowledge-base API key, dataset-…, from Knowledge → Service API)"
+        elif e.status == 404 and not base_url.rstrip("/").endswith("/v1"):
+            hint = " (Dify's API lives under /v1: is --base-url missing it?)"
+        raise RagtrackError(f"Dify at {base_url}: {e}{hint}") from None
     return out
 
 
