@@ -191,6 +191,7 @@ def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_com
         "`ragtrack promote v1` would promote it: no champion yet: the first evaluated version that passes its "
         "gates becomes it."
     )
+    assert first_run.count("would promote") == 1, "said once (the champion block repeated the first line)"
 
 
 def test_an_eval_recorded_before_there_was_a_champion_is_compared_once_one_is_promoted(story):

@@ -197,7 +197,10 @@ def eval_run(
         lines += ["", "**Substituted models** (`promote` refuses such runs without `--allow-substitutes`): " + swaps]
     lines += ["", "**Scores** (judges 1–5, retrieval 0–1)", "", scores(run.metrics)]
     if standing is not None:
-        lines += ["", _standing(run, standing, links)]
+        d = standing.decision
+        against = d.champion is not None and d.champion_model_version != run.model_version
+        if against or items < total:  # else the first line said it already ("would promote" came twice)
+            lines += ["", _standing(run, standing, links)]
     lines += ["", "**Diagnosis** (retrieval first, then generation)", "", diagnosis]
     lines += [
         "",
