@@ -210,6 +210,19 @@ def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
     check_against_server(report, server, "retrieve", segments, DIFY_SEGMENTS, k=2)
 
 
+def test_dify_retrieval_only_with_an_app_key_stops_before_the_first_question(project, keys):
+    """It asked every question, logged a run and registered a version, with eight 401s."""
+    with dify_server(project) as server:
+        agent = (
+            f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "DIFY_APP_KEY"\n'
+            f'retrieval_only = true\ndataset_id = "{server.dataset_id}"\n'
+        )
+        write_spec(project, "dify-retrieval", agent)
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-retrieval"])
+    assert result.exit_code == 2 and "retrieval_only needs a knowledge-base API key" in result.output
+    assert [x.request.path for x in server.exchanges] == ["/v1/datasets"]
+
+
 def test_a_reply_without_retrieval_metadata_is_an_item_error_never_a_recall_of_0(project, keys):
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))

@@ -94,7 +94,7 @@ class DifyAgent(PlatformAgent):
         self.retrieves_only = t.retrieval_only
         self.streaming = t.app_mode == "agent-chat"
         self.top_k = t.top_k
-        self.app = {} if t.retrieval_only else self._app_info()
+        self.app = self._check_dataset_key() if t.retrieval_only else self._app_info()
 
     def _app_info(self) -> dict[str, str]:
         """The app's name (and, in recent Dify versions, mode) from ``GET /info``, to log which app ran.
@@ -111,6 +111,22 @@ class DifyAgent(PlatformAgent):
         info = info if isinstance(info, dict) else {}
         names = {"name": "name", "mode": "mode_reported"}
         return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
+
+    def _check_dataset_key(self) -> dict[str, str]:
+        """``retrieval_only`` asks with a knowledge-base key: one ``GET /datasets`` first, so that an
+        app key (or a base URL without ``/v1``) stops the eval before it starts, not after eight
+        refused questions and a logged empty run."""
+        try:
+            self.endpoint.request("GET", "/datasets", params={"page": 1, "limit": 1}, usage=Usage(), step="dify")
+        except EndpointError as e:
+            if e.status in (401, 403):
+                raise RagtrackError(
+                    f"Dify at {self.table.base_url}: {e} (retrieval_only needs a knowledge-base API key, dataset-…: "
+                    f"is ${self.table.api_key_env} one?)"
+                ) from None
+            if e.status == 404 and not self.table.base_url.rstrip("/").endswith("/v1"):
+                raise RagtrackError(f"Dify at {self.table.base_url}: {e} (its API lives under /v1)") from None
+        return {}
 
     def call(self, question: str, usage: Usage) -> Reply:
         return self._retrieve(question, usage) if self.table.retrieval_only else self._message(question, usage)
