@@ -173,6 +173,15 @@ def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys)
     assert sent["inputs"]["query"] == sent["query"]
     check_against_server(report, server, "completion_messages", dify_segments, DIFY_SEGMENTS)
 
+    with dify_server(project, app_mode="completion") as server:  # the spec left at app_mode = "chat"
+        write_spec(project, "dify-mismatch", DIFY_AGENT.format(url=server.base_url, n=1))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-mismatch"])
+        assert result.exit_code == 2 and "the app is a completion app" in result.output, result.output
+        assert "set app_mode = 'completion'" in result.output and len(server.exchanges) == 1  # /info only
+        write_spec(project, "dify-no-v1", DIFY_AGENT.format(url=server.base_url.removesuffix("/v1"), n=1))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-no-v1"])
+        assert result.exit_code == 2 and "its API lives under /v1" in result.output, result.output
+
     with dify_server(project, app_mode="agent-chat") as server:
         write_spec(project, "dify-agent", DIFY_AGENT.format(url=server.base_url, n=1))  # app_mode left at "chat"
         report = evaluate("dify-agent", root=project)

@@ -100,15 +100,24 @@ class DifyAgent(PlatformAgent):
         """The app's name (and, in recent Dify versions, mode) from ``GET /info``, to log which app ran.
         Best effort: an older Dify without it, or a failure here, only leaves the param out — except a
         refused key, which would fail every question: that stops the eval before it starts."""
+        t: DifyTable = self.table
         try:
             info = self.endpoint.request("GET", "/info", usage=Usage(), step="dify")
         except EndpointError as e:
             if e.status in (401, 403):
-                raise RagtrackError(
-                    f"Dify at {self.table.base_url}: {e} (is ${self.table.api_key_env} the app's API key?)"
-                ) from None
+                raise RagtrackError(f"Dify at {t.base_url}: {e} (is ${t.api_key_env} the app's API key?)") from None
+            if e.status == 404 and not t.base_url.rstrip("/").endswith("/v1"):
+                raise RagtrackError(f"Dify at {t.base_url}: {e} (its API lives under /v1)") from None
             return {}
         info = info if isinstance(info, dict) else {}
+        reported = info.get("mode")
+        if isinstance(reported, str) and (reported == "completion") != (t.app_mode == "completion"):
+            # Each question would fail on the other endpoint (/chat-messages vs /completion-messages).
+            wanted = "completion" if reported == "completion" else "chat"
+            raise RagtrackError(
+                f"Dify at {t.base_url}: the app is a {reported} app, the spec says app_mode = {t.app_mode!r}; "
+                f"set app_mode = {wanted!r}"
+            )
         names = {"name": "name", "mode": "mode_reported"}
         return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
 
