@@ -114,7 +114,9 @@ def test_persistent_failures_open_the_circuit_instead_of_hanging():
         with pytest.raises(CircuitOpenError):
             for _ in range(10):
                 results.append(llm.run(EchoStep("echo"), "x"))
-    assert len(results) == FAST.max_consecutive_failures - 1 and not any(r.ok for r in results)
+    # Every failed call is a result (the one that reaches the limit too); the next one stops.
+    assert len(results) == FAST.max_consecutive_failures and not any(r.ok for r in results)
+    assert len(server.log.requests) == FAST.max_consecutive_failures * FAST.max_attempts, "nothing sent after"
 
 
 def test_a_refused_key_opens_the_circuit_at_once_and_other_client_errors_do_not():

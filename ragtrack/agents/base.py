@@ -190,12 +190,13 @@ class ExternalAgent(BaseAgent):
         if reply is not None:
             usage.cached += 1
         else:
+            self.circuit.check()  # after a run of failures, stop instead of asking (CircuitOpenError)
             try:
                 reply = self.ask(question, usage)
             except AgentCallError as e:
                 usage.failed += 1
                 problem = redact(f"{self.spec.kind}: {e}")
-                self.circuit.failure(problem)  # a run of failures stops the run (CircuitOpenError)
+                self.circuit.failure(problem)
                 return AgentOutput(
                     "", [], errors=[problem], usage={self.spec.kind: usage}, retrieval_reported=False, answered=False
                 )

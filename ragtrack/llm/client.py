@@ -61,26 +61,32 @@ class RetryPolicy:
 class Circuit:
     """Counts calls that failed after every retry, in a row; past ``limit`` the endpoint is down.
 
-    Shared by judge calls and agent calls: one failure is recorded on its item,
-    a run of them stops the run cleanly (:class:`CircuitOpenError`).
+    Shared by judge calls and agent calls: each failure is recorded on its item (the one that
+    reaches the limit too), and the next call stops the run cleanly (:class:`CircuitOpenError`).
     """
 
     def __init__(self, limit: int, what: str, where: str):
         self.limit, self.what, self.where = limit, what, where
         self._in_a_row = 0
+        self._last = ""
         self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Before a call: raises :class:`CircuitOpenError` once ``limit`` calls in a row failed."""
+        with self._lock:
+            n, last = self._in_a_row, self._last
+        if n >= self.limit:
+            raise CircuitOpenError(f"{n} {self.what} failed in a row against {self.where}; last: {last}")
 
     def success(self) -> None:
         with self._lock:
             self._in_a_row = 0
 
     def failure(self, error: str) -> None:
-        """Count one failure; raises :class:`CircuitOpenError` once ``limit`` are in a row."""
+        """Count one failure (the next :meth:`check` stops the run once ``limit`` are in a row)."""
         with self._lock:
             self._in_a_row += 1
-            n = self._in_a_row
-        if n >= self.limit:
-            raise CircuitOpenError(f"{n} {self.what} failed in a row against {self.where}; last: {error}")
+            self._last = error
 
     def refused(self, error: str) -> None:
         """The endpoint refused the key: no later call can succeed, so stop now, not after ``limit``."""
@@ -182,6 +188,7 @@ class LLM:
         if self.backend is None:
             usage.offline += 1
             return StepResult(value=step.offline(inp), usage=usage)
+        self.circuit.check()
 
         params = ChatParams(temperature=step.temperature, max_tokens=step.max_tokens, json_schema=step.json_schema)
         messages = step.messages(inp)
