@@ -193,12 +193,17 @@ def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys)
     assert report.accounting["agent"]["dify"]["tokens_in"] > 0
 
 
+def dify_retrieval(server: DifyServer, key_env: str, extra: str = "") -> str:
+    """The [agent] table of a retrieval_only Dify version."""
+    return (
+        f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "{key_env}"\n'
+        f'retrieval_only = true\ndataset_id = "{server.dataset_id}"\n{extra}'
+    )
+
+
 def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
     with dify_server(project) as server:
-        agent = (
-            f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "DIFY_DATASET_KEY"\n'
-            f'retrieval_only = true\ndataset_id = "{server.dataset_id}"\ntop_k = 2\nsearch_method = "hybrid_search"\n'
-        )
+        agent = dify_retrieval(server, "DIFY_DATASET_KEY", 'top_k = 2\nsearch_method = "hybrid_search"\n')
         write_spec(project, "dify-retrieval", agent)
         report = evaluate("dify-retrieval", root=project)
     sent = server.replies("retrieve")[0].request.body["retrieval_model"]
@@ -222,11 +227,7 @@ def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
 def test_dify_retrieval_only_with_an_app_key_stops_before_the_first_question(project, keys):
     """It asked every question, logged a run and registered a version, with eight 401s."""
     with dify_server(project) as server:
-        agent = (
-            f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "DIFY_APP_KEY"\n'
-            f'retrieval_only = true\ndataset_id = "{server.dataset_id}"\n'
-        )
-        write_spec(project, "dify-retrieval", agent)
+        write_spec(project, "dify-retrieval", dify_retrieval(server, "DIFY_APP_KEY"))
         result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-retrieval"])
     assert result.exit_code == 2 and "retrieval_only needs a knowledge-base API key" in result.output
     assert [x.request.path for x in server.exchanges] == ["/v1/datasets"]
