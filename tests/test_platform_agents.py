@@ -756,7 +756,10 @@ def test_a_missing_key_variable_or_module_is_one_line_naming_the_field(project, 
     monkeypatch.delenv("DIFY_APP_KEY", raising=False)
     write_spec(project, "dify-app", DIFY_AGENT.format(url="http://127.0.0.1:9/v1", n=1))
     result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-app"])
-    assert result.exit_code == 2 and "agent.api_key_env: environment variable DIFY_APP_KEY is not set" in result.output
+    spec_file = next((project / "pipelines").rglob("dify-app*.toml"))
+    line = next(n for n, text in enumerate(spec_file.read_text().splitlines(), 1) if text.startswith("api_key_env"))
+    assert result.exit_code == 2
+    assert f"{spec_file.name}:{line}: agent.api_key_env: environment variable DIFY_APP_KEY is not set" in result.output
     write_spec(project, "py-missing", 'kind = "python"\ntarget = "no_such_module_here:fn"\n')
     result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "py-missing"])
     assert result.exit_code == 2 and "agent.target: cannot load no_such_module_here:fn" in result.output

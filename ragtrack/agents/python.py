@@ -42,11 +42,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from ragtrack.agent import AgentContext, AgentKind, AgentTable
-from ragtrack.agents.base import AgentCallError, ExternalAgent, ExternalSpec, Reply, declared_files, first, number
+from ragtrack.agents.base import (
+    AgentCallError,
+    ExternalAgent,
+    ExternalSpec,
+    Reply,
+    declared_files,
+    first,
+    number,
+    spec_problem,
+)
 from ragtrack.agents.mapping import PlatformContext
-from ragtrack.errors import InputError, Problem
 from ragtrack.llm.accounting import Usage
-from ragtrack.tomlfile import key_line
 
 if TYPE_CHECKING:
     from ragtrack.spec import LoadedSpec
@@ -86,7 +93,7 @@ def load_target(spec: LoadedSpec, root: Path) -> Any:
     module_name, _, attribute = table.target.partition(":")
     folder = (root / table.path).resolve()
     if not folder.is_dir():
-        raise _spec_problem(spec, "path", f"folder not found: {folder}")
+        raise spec_problem(spec, "agent.path", f"folder not found: {folder}")
     if str(folder) in sys.path:
         sys.path.remove(str(folder))
     sys.path.insert(0, str(folder))
@@ -95,23 +102,23 @@ def load_target(spec: LoadedSpec, root: Path) -> Any:
         module = importlib.import_module(module_name)
     except SyntaxError as e:
         where = f"{e.filename}:{e.lineno}" if e.filename else module_name
-        raise _spec_problem(spec, "target", f"cannot load {table.target}: {where}: {e.msg}") from None
+        raise spec_problem(spec, "agent.target", f"cannot load {table.target}: {where}: {e.msg}") from None
     except ModuleNotFoundError as e:
         if e.name and module_name != e.name and not module_name.startswith(f"{e.name}."):
             message = f"{module_name} imports {e.name}, which is not installed in this Python"
         else:
             message = f"no module {e.name or module_name} in {folder} or on the import path (agent.path, target)"
-        raise _spec_problem(spec, "target", f"cannot load {table.target}: {message}") from None
+        raise spec_problem(spec, "agent.target", f"cannot load {table.target}: {message}") from None
     except Exception as e:  # the module's own code failed while it was imported
-        raise _spec_problem(spec, "target", f"importing {module_name} failed: {type(e).__name__}: {e}") from None
+        raise spec_problem(spec, "agent.target", f"importing {module_name} failed: {type(e).__name__}: {e}") from None
     if not hasattr(module, attribute):
         names = [n for n in vars(module) if not n.startswith("_")]
         hint = difflib.get_close_matches(attribute, names, n=1)
         suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        raise _spec_problem(spec, "target", f"{module_name} has no attribute {attribute!r}{suggestion}")
+        raise spec_problem(spec, "agent.target", f"{module_name} has no attribute {attribute!r}{suggestion}")
     target = getattr(module, attribute)
     if not (callable(target) or hasattr(target, "invoke")):
-        raise _spec_problem(spec, "target", "the target is neither callable nor a runnable")
+        raise spec_problem(spec, "agent.target", "the target is neither callable nor a runnable")
     return target
 
 
@@ -126,15 +133,6 @@ def _forget_other_folders_module(top: str, folder: Path) -> None:
         return
     for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
         del sys.modules[name]
-
-
-def _spec_problem(spec: LoadedSpec, key: str, message: str) -> InputError:
-    """A problem with the spec's ``agent.<key>``, at its line."""
-    try:
-        line = key_line(Path(spec.path).read_text(encoding="utf-8"), ("agent", key))
-    except (OSError, UnicodeDecodeError):
-        line = None
-    return InputError([Problem(spec.path, message, line, f"agent.{key}")])
 
 
 class PythonAgent(ExternalAgent):
