@@ -416,7 +416,7 @@ def test_a_ragflow_assistant_answers_with_references_mapped_by_text(project, key
     with ragflow_server(project) as server:
         write_spec(project, "ragflow-app", ragflow_agent(server))
         report = evaluate("ragflow-app", root=project)
-    sent = server.exchanges[0].request
+    sent = server.replies("chat_completions")[0].request
     assert sent.path == f"/api/v1/chats_openai/{server.chat_id}/chat/completions"
     assert sent.body["stream"] is False and sent.body["model"] == "model"
     assert sent.body["reference"] is True and sent.body["extra_body"] == {"reference": True}  # both versions' flags
@@ -430,7 +430,7 @@ def test_ragflow_on_either_chat_path_and_through_the_retrieval_api(project, keys
         write_spec(project, "ragflow-new", ragflow_agent(server))
         report = evaluate("ragflow-new", root=project)
     assert report.complete and not any(r.errors for r in report.records)
-    statuses = [x.response.status for x in server.exchanges]
+    statuses = [x.response.status for x in server.exchanges if x.request.handler != "list_chats"]
     # Each of the (up to 4) first requests in flight falls back once; then the path is remembered.
     assert statuses.count(200) == 5 and 1 <= statuses.count(404) <= 4 and statuses[-1] == 200
     assert server.exchanges[-1].request.path.startswith("/api/v1/openai/")
@@ -442,23 +442,46 @@ def test_ragflow_on_either_chat_path_and_through_the_retrieval_api(project, keys
         )
         write_spec(project, "ragflow-retrieval", agent)
         report = evaluate("ragflow-retrieval", root=project)
-    body = server.exchanges[0].request.body
+    body = server.replies("retrieval")[0].request.body
     assert body["dataset_ids"] == [server.dataset_id] and body["page_size"] == 3 and body["highlight"] is False
     check_against_server(report, server, "retrieval", chunk_ids, RAGFLOW_SEGMENTS, k=3)  # top_k: page_size
     assert all(r.judges == {} for r in report.records) and "correctness" not in report.metrics
 
 
-def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(project, keys, monkeypatch):
-    monkeypatch.setenv("RAGFLOW_KEY", "ragflow-not-the-right-key")
+def test_a_wrong_ragflow_key_chat_id_or_dataset_stops_before_the_first_question(project, keys, monkeypatch):
+    """Each asked every question (eight refusals, a logged empty run, exit 1)."""
     with ragflow_server(project, old=True) as server:
         write_spec(project, "ragflow-app", ragflow_agent(server))
+        monkeypatch.setenv("RAGFLOW_KEY", "ragflow-not-the-right-key")
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "ragflow-app"])
+        assert result.exit_code == 2 and "API key is invalid" in result.output, result.output
+        assert "is $RAGFLOW_KEY this RAGFlow's API key?" in result.output and "ragflow-not-the" not in result.output
+        monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
+        write_spec(project, "ragflow-app", ragflow_agent(server).replace(server.chat_id, "0" * 32))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "ragflow-app"])
+        assert result.exit_code == 2 and f"chat_id: no chat assistant {'0' * 32} for this key" in result.output
+        assert [x.request.handler for x in server.exchanges] == ["list_chats", "list_chats"]
+    with ragflow_server(project) as server:
+        agent = (
+            f'kind = "ragflow"\nbase_url = "{server.base_url}"\napi_key_env = "RAGFLOW_KEY"\n'
+            f'retrieval_only = true\ndataset_ids = ["{server.dataset_id}", "{"f" * 32}"]\n'
+        )
+        write_spec(project, "ragflow-retrieval", agent)
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "ragflow-retrieval"])
+        assert result.exit_code == 2 and f"dataset_ids: no dataset {'f' * 32} for this key" in result.output
+        assert [x.request.handler for x in server.exchanges] == ["list_datasets", "list_datasets"]
+
+
+def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(project, keys):
+    with ragflow_server(project, old=True) as server:
+        write_spec(project, "ragflow-app", ragflow_agent(server))
+        server.inject(*[Fault("llm_error")] * 5)
         report = evaluate("ragflow-app", root=project)
-    assert len(server.exchanges) == 5, "a refused key is not retried"
+    assert len(server.replies("chat_completions")) == 5, "a refusal is not retried"
     assert all(r.retrieval == {} and not r.answered and r.judges == {} for r in report.records)
     assert report.metrics["unanswered"] == 5 and "correctness" not in report.metrics  # nothing to judge
-    assert "API key is invalid" in report.records[0].errors[0] and report.metrics["agent_errors"] == 5
+    assert "model provider refused" in report.records[0].errors[0] and report.metrics["agent_errors"] == 5
 
-    monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
     with ragflow_server(project) as server:
         write_spec(project, "ragflow-app", ragflow_agent(server) + "max_concurrency = 1\n")
         server.inject(Fault("no_reference"))

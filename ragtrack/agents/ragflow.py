@@ -119,6 +119,32 @@ class RagflowAgent(PlatformAgent):
         self.retrieves_only = t.retrieval_only
         self.chat_path = CHAT_PATHS[0]  # until a RAGFlow answers 404 to it
         self.top_k = t.page_size if t.retrieval_only else None
+        self._check_access()
+
+    def _check_access(self) -> None:
+        """One listing before the first question: a refused key, or a chat assistant (datasets, for
+        ``retrieval_only``) this key cannot see, would fail every question and leave a logged empty run.
+        Best effort: a RAGFlow that lists differently (or not at all) only skips the check."""
+        t: RagflowTable = self.table
+        if t.retrieval_only:
+            probes = [("/api/v1/datasets", d, f"dataset_ids: no dataset {d}") for d in t.dataset_ids]
+        else:
+            probes = [("/api/v1/chats", t.chat_id, f"chat_id: no chat assistant {t.chat_id}")]
+        for path, wanted, missing in probes:
+            try:
+                listed = self.endpoint.request(
+                    "GET", path, params={"id": wanted, "page": 1, "page_size": 1}, usage=Usage(), step="ragflow"
+                )
+            except EndpointError as e:
+                if e.code in ("0", "109") or e.status in (401, 403):
+                    raise RagtrackError(
+                        f"RAGFlow at {t.base_url}: {e} (is ${t.api_key_env} this RAGFlow's API key?)"
+                    ) from None
+                if e.code in ("102", "108"):  # "doesn't exist" (≤ v0.24) / "lacks permission" (later)
+                    raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key ({e})") from None
+                return
+            if isinstance(listed, dict) and listed.get("data") == []:
+                raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key (the listing is empty)")
 
     def call(self, question: str, usage: Usage) -> Reply:
         return self._retrieve(question, usage) if self.table.retrieval_only else self._chat(question, usage)

@@ -8,13 +8,14 @@ OpenAI-compatible ``POST /api/v1/chats_openai/{chat_id}/chat/completions``
 (v0.20+; ``/api/v1/openai/...`` too, as v0.26+ serves it, unless ``--old``) whose
 ``message.reference`` is a flat list of chunks when references are asked for
 (in a literal ``extra_body`` object, as v0.23+ reads them), ``POST
-/api/v1/retrieval``, and the listings ``GET /api/v1/datasets``,
+/api/v1/retrieval``, and the listings ``GET /api/v1/chats``, ``/api/v1/datasets``,
 ``/datasets/{id}/documents`` and ``/documents/{id}/chunks``. Errors come the
 RAGFlow way: HTTP 200 with a non-zero ``code`` (a missing key: ``code`` 0 and
 ``data: false``).
 
-Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop`` and
-``no_reference`` (a reply without ``reference``).
+Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
+``no_reference`` (a reply without ``reference``) and ``llm_error`` (the
+assistant's model failed: HTTP 200 with code 100, as RAGFlow reports it).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class RagflowServer(LoopbackServer):
         ("POST", r"/api/v1/(?P<route>chats_openai|openai)/(?P<chat>[^/]+)/chat/completions", "chat_completions"),
         ("POST", r"/api/v1/retrieval", "retrieval"),
         ("GET", r"/api/v1/datasets", "list_datasets"),
+        ("GET", r"/api/v1/chats", "list_chats"),
         ("GET", rf"/api/v1/datasets/(?P<dataset>{HEX})/documents", "list_documents"),
         ("GET", rf"/api/v1/datasets/(?P<dataset>{HEX})/documents/(?P<document>{HEX})/chunks", "list_chunks"),
     ]
@@ -118,6 +120,8 @@ class RagflowServer(LoopbackServer):
         fault = self.fault()
         if isinstance(fault, Response):
             return fault
+        if fault is not None and fault.kind == "llm_error":
+            return self.error(200, "100", "LLM error: the model provider refused the request (401 invalid token)")
         question = str(messages[-1].get("content") or "")
         hits = self.knowledge.search(question, self.top_n)
         answer = extractive_answer(question, [s for s, _ in hits])
@@ -191,6 +195,8 @@ class RagflowServer(LoopbackServer):
         unknown = set(request.query) - {"page", "page_size", "orderby", "desc", "name", "id"}
         if unknown:
             return self.error(200, "101", f"Extra inputs are not permitted: {sorted(unknown)[0]}")
+        if request.query.get("id") not in (None, self.dataset_id):  # the check RAGFlow makes since v0.25
+            return self.error(200, "108", f"User lacks permission for dataset '{request.query['id']}'")
         k = self.knowledge
         dataset = {
             "id": self.dataset_id,
@@ -208,6 +214,21 @@ class RagflowServer(LoopbackServer):
             "create_time": 1718000000000,
         }
         return Response(200, {"code": 0, "data": [dataset], "total_datasets": 1})
+
+    def list_chats(self, request: Request) -> Response:
+        if denied := self._auth(request):
+            return denied
+        if request.query.get("id") not in (None, self.chat_id):
+            return self.error(200, "102", "The chat doesn't exist")
+        chat = {
+            "id": self.chat_id,
+            "name": f"{self.dataset_name} assistant",
+            "datasets": [{"id": self.dataset_id, "name": self.dataset_name}],
+            "llm": {"model_name": "loopback-extractive"},
+            "prompt": {"top_n": self.top_n, "show_quote": True},
+            "status": "1",
+        }
+        return Response(200, {"code": 0, "data": [chat]})
 
     def _document(self, d) -> dict[str, Any]:
         return {
