@@ -192,3 +192,4 @@ class RunSummary:
     metrics: dict[str, float]
     started: int = 0
     compared_to: str = ""  # the champion model version its delta/* metrics are against, if any
+    cautions: tuple[str, ...] = ()  # what its figures depend on (a --limit, the agent's warnings), from its tags

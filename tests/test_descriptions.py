@@ -218,6 +218,14 @@ def test_an_incomplete_run_says_so_instead_of_a_verdict():
     )
 
 
+def test_an_eval_run_lists_its_cautions_before_its_scores_and_none_when_it_has_none():
+    cautions = ("--limit 2 takes the first 2 items in file order: no item of type B", "an English embedder…")
+    text = d.eval_run(summary("v5", "2", {"items": 2.0}, cautions=cautions), {"golden_items": "2"}, "", 2, None, LINKS)
+    section = text.split("**Cautions** (the figures depend on them)\n\n")[1].split("\n\n")[0]
+    assert section.splitlines() == [f"* {c}" for c in cautions] and text.index(section) < text.index("**Scores**")
+    assert "Cautions" not in d.eval_run(summary("v5", "2", {"items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS)
+
+
 def test_a_decision_in_full_has_figures_interval_rule_gates_and_runs():
     v1 = summary("v1", "1", {"correctness": 2.0, "groundedness": 5.0, "items": 4.0})
     v5 = summary("v5", "2", {"correctness": 1.5, "groundedness": 5.0, "items": 4.0})

@@ -8,7 +8,7 @@ import mlflow
 import pandas as pd
 import pytest
 
-from ragtrack.api import Progress, evaluate
+from ragtrack.api import Progress, evaluate, run_markdown
 from ragtrack.config import load_config
 from ragtrack.tracking.store import open_store
 
@@ -129,7 +129,11 @@ def test_a_limit_that_leaves_out_question_types_is_among_the_reports_cautions(pr
     """``cautions()`` holds what the figures depend on, as ``ragtrack eval`` prints it after its table."""
     report = evaluate("v1", root=project, limit=2)
     assert report.cautions()[0].startswith("--limit 2 takes the first 2 items in file order: no item of type")
-    assert not any("--limit" in c for c in evaluate("v1", root=project).cautions())
+    # The run's page (and so `--markdown`) says it too: it was only on stderr and in cautions().
+    assert "**Cautions**" in run_markdown(report.run_id, root=project)
+    assert f"* {report.cautions()[0]}" in run_markdown(report.run_id, root=project)
+    full = evaluate("v1", root=project)
+    assert not any("--limit" in c for c in full.cautions()) and "--limit" not in run_markdown(full.run_id, root=project)
 
 
 def test_reports_print_short_and_their_types_import_from_the_api(first_run):

@@ -193,6 +193,8 @@ def eval_run(
         + f"{total} golden items (digest `{run.golden_digest}`) · judge `{run.judge_identity}` · "
         f"model version [{run.model_version}]({links.model_version(run.model_version)})"
     )
+    if run.cautions:
+        lines += ["", "**Cautions** (the figures depend on them)", "", *(f"* {c}" for c in run.cautions)]
     if swaps := substitutions(params):
         lines += ["", "**Substituted models** (`promote` refuses such runs without `--allow-substitutes`): " + swaps]
     lines += ["", "**Scores** (judges 1–5, retrieval 0–1)", "", scores(run.metrics)]

@@ -41,8 +41,11 @@ from ragtrack.tracking.models import ModelRef
 from ragtrack.tracking.store import GENAI_EVALUATE, Param, Store, Tag
 
 
-def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Agent, model: ModelRef) -> dict[str, str]:
-    """The tags compare/promote/versions search eval runs by."""
+def eval_tags(
+    spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Agent, model: ModelRef, limits: list[str]
+) -> dict[str, str]:
+    """The tags compare/promote/versions search eval runs by, and the cautions its description shows
+    (``limits``: what a ``--limit`` left out; the agent's warnings)."""
     return {
         Tag.RUN_TYPE: GENAI_EVALUATE,
         Tag.KIND: "eval",
@@ -55,6 +58,7 @@ def eval_tags(spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Age
         Tag.MODEL_VERSION: model.version,
         Tag.MODEL_ID: model.model_id,
         **{Tag.warning(code): message for code, message in agent.setup.warnings.items()},
+        **({Tag.warning("limit"): " ".join(limits)} if limits else {}),
     }
 
 

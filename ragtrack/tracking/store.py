@@ -572,6 +572,7 @@ def _summary(run) -> RunSummary:
         metrics=dict(run.data.metrics),
         started=run.info.start_time,
         compared_to=tags.get(Tag.COMPARED_TO, ""),
+        cautions=tuple(tags[k] for k in sorted(tags) if k.startswith(Tag.WARNING_PREFIX)),
     )
 
 
