@@ -357,7 +357,7 @@ def assert_lock_is_exclusive(config, tracking_uri: str | None = None) -> None:
         store = open_store(config, tracking_uri)  # its own client, like another process
         if wait_for is not None:
             wait_for.wait(30)
-        with store.promotion_lock(timeout_s=60):
+        with store.registry_lock("promotion", timeout_s=60):
             events.append(f"{name} in")
             first_in.set()
             time.sleep(1.0)  # hold it while the other one tries
@@ -372,7 +372,7 @@ def assert_lock_is_exclusive(config, tracking_uri: str | None = None) -> None:
 
     store = open_store(config, tracking_uri)
     store.client.create_registered_model(f"{store.registered_model}.promotion-lock")  # a holder that died
-    with store.promotion_lock(stale_s=0):  # stale at once: broken, then taken
+    with store.registry_lock("promotion", stale_s=0):  # stale at once: broken, then taken
         assert store.client.get_registered_model(f"{store.registered_model}.promotion-lock")
     assert not store.client.search_registered_models("name LIKE '%promotion-lock'")
 

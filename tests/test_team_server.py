@@ -185,3 +185,22 @@ def test_a_database_that_refuses_the_login_or_lacks_the_database_is_one_line_wit
         assert out.returncode == 2 and "refused the connection" in out.stderr and reason in out.stderr, out.stderr
         assert "not-the-password" not in out.stderr + out.stdout and "Traceback" not in out.stderr
         assert time.monotonic() - started < 30
+
+
+def test_evals_starting_together_on_a_team_server_register_their_version_once(team_server, tmp_path):
+    """Each process found no model version of the spec and registered its own (the local store's
+    file lock cannot reach other machines): three processes, one registry version."""
+    from mlflow import MlflowClient
+
+    from .test_hardening import OPEN_AND_REGISTER
+
+    root = make_project(tmp_path / "project")
+    model = f"race-{uuid.uuid4().hex[:8]}"
+    (root / "ragtrack.toml").write_text(f'[project]\nregistered_model = "{model}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    command = [sys.executable, "-c", OPEN_AND_REGISTER, str(root), team_server]
+    procs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    versions = MlflowClient(team_server, registry_uri=team_server).search_model_versions(f"name = '{model}'")
+    assert len(versions) == 1, [v.version for v in versions]

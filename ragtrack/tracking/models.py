@@ -31,19 +31,26 @@ class ModelRef:
 
 
 def ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
-    """Log and register ``spec`` as a model unless a registry version with its hash exists (looked
-    up and registered under the local store's lock: evals starting together register it once)."""
+    """Log and register ``spec`` as a model unless a registry version with its hash exists.
+
+    Evals starting together register it once: a new version is looked up again and registered
+    under the registry's lock (processes on other machines) and the local store's (set-up).
+    """
     with local_lock(store.tracking_uri):
-        return _ensure_version_model(store, spec, corpus_path, root)
+        if found := _registered(store, spec):
+            return found
+        with store.registry_lock("registration"):
+            return _registered(store, spec) or _register(store, spec, corpus_path, root)
 
 
-def _ensure_version_model(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
+def _registered(store: Store, spec: LoadedSpec) -> ModelRef | None:
     existing = store.model_versions(spec.name, spec.hash)
-    if existing:
-        return ModelRef(
-            model_id=existing[0].source.removeprefix("models:/"), version=str(existing[0].version), reused=True
-        )
+    if not existing:
+        return None
+    return ModelRef(model_id=existing[0].source.removeprefix("models:/"), version=str(existing[0].version), reused=True)
 
+
+def _register(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> ModelRef:
     tags = {
         Tag.VERSION: spec.name,
         Tag.AGENT_KIND: spec.kind,

@@ -4,7 +4,7 @@ The rule itself is :func:`ragtrack.evaluation.promotion.decide`, a pure
 function; :func:`ragtrack.tracking.standings.standing` feeds it a run and the
 current champion's comparable eval, paired item by item — for ``promote`` and
 for an eval run's own description alike. Here the decision runs under an
-exclusive lock held in the registry itself (:meth:`Store.promotion_lock`) and
+exclusive lock held in the registry itself (:meth:`Store.registry_lock`) and
 reads the champion inside it, so two concurrent promotions — from two
 processes or two machines — cannot both win against the same (stale)
 champion. Every decision — pass or refusal — is logged as a ``promotion`` run
@@ -28,7 +28,7 @@ def promote(store: Store, version: str, rule: Rule, *, dry_run: bool) -> Decisio
     """Decide on ``version``'s latest eval; on success (and not a dry run) move the alias. A dry run
     moves nothing, so it takes no lock: a CI gate does not wait behind a promotion (or a lock a
     crashed promoter left) to read the champion."""
-    with nullcontext() if dry_run else store.promotion_lock():
+    with nullcontext() if dry_run else store.registry_lock("promotion"):
         decision = standings.standing(store, store.latest_eval(version), rule, metrics=(CRITERION, GUARD)).decision
         decision.dry_run = dry_run
         if decision.promoted and not dry_run:

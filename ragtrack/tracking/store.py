@@ -40,6 +40,12 @@ from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
 from ragtrack.secrets import redact, without_credentials
 
+#: What each registry-side lock (:meth:`Store.registry_lock`) serialises, as its holder's description says.
+REGISTRY_LOCKS = {
+    "promotion": "Held by `ragtrack promote` while it decides",
+    "registration": "Held by `ragtrack eval` while it registers a new agent version",
+}
+
 
 class Tag:
     """Every tag ragtrack writes on runs, traces, logged models and model versions."""
@@ -489,16 +495,19 @@ class Store:
         self.client.set_registered_model_alias(self.registered_model, ALIAS, model_version)
 
     @contextmanager
-    def promotion_lock(self, timeout_s: float = 120.0, stale_s: float = 600.0) -> Iterator[None]:
-        """Exclusive, registry-side: held by creating a registered model named ``<model>.promotion-lock``.
+    def registry_lock(self, purpose: str, timeout_s: float = 120.0, stale_s: float = 600.0) -> Iterator[None]:
+        """Exclusive, registry-side: held by creating a registered model named ``<model>.<purpose>-lock``
+        (a purpose of :data:`REGISTRY_LOCKS`).
 
         Registered-model names are unique in every MLflow store (a key in its database,
         whether reached directly or through a tracking server), so exactly one creator
-        succeeds; the others wait. It therefore serialises promotions from any number of
-        processes and machines that share the registry — no shared file system needed.
-        A lock older than ``stale_s`` (its holder died) is broken; a decision takes seconds.
+        succeeds; the others wait. It therefore serialises promotions (or registrations) from
+        any number of processes and machines that share the registry — no shared file system
+        needed. A lock older than ``stale_s`` (its holder died) is broken; either takes seconds.
         """
-        name = f"{self.registered_model}.promotion-lock"
+        if purpose not in REGISTRY_LOCKS:
+            raise ValueError(f"unknown registry lock {purpose!r}; known: {', '.join(REGISTRY_LOCKS)}")
+        name = f"{self.registered_model}.{purpose}-lock"
         holder = f"{socket.gethostname()}:{os.getpid()}"
         deadline = time.monotonic() + timeout_s
         while True:
@@ -506,7 +515,7 @@ class Store:
                 self.client.create_registered_model(
                     name,
                     tags={Tag.LOCK_HOLDER: holder},
-                    description="Held by `ragtrack promote` while it decides; removed when it is done.",
+                    description=f"{REGISTRY_LOCKS[purpose]}; removed when it is done.",
                 )
                 break
             except MlflowException as e:
@@ -523,7 +532,7 @@ class Store:
                 continue
             if time.monotonic() > deadline:
                 raise RagtrackError(
-                    f"another promotion holds the registry lock ({held.tags.get(Tag.LOCK_HOLDER, '?')}, "
+                    f"another {purpose} holds the registry lock ({held.tags.get(Tag.LOCK_HOLDER, '?')}, "
                     f"{age_s:.0f} s); try again"
                 )
             time.sleep(0.2 + random.random() * 0.3)
