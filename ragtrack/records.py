@@ -193,3 +193,4 @@ class RunSummary:
     started: int = 0
     compared_to: str = ""  # the champion model version its delta/* metrics are against, if any
     cautions: tuple[str, ...] = ()  # what its figures depend on (a --limit, the agent's warnings), from its tags
+    limited: str = ""  # a --limit cut of the golden set: "4 of 16" (items)

@@ -134,6 +134,8 @@ def test_a_limit_that_leaves_out_question_types_is_among_the_reports_cautions(pr
     assert f"* {report.cautions()[0]}" in run_markdown(report.run_id, root=project)
     full = evaluate("v1", root=project)
     assert not any("--limit" in c for c in full.cautions()) and "--limit" not in run_markdown(full.run_id, root=project)
+    store = open_store(load_config(project))
+    assert store.run_summary(report.run_id).limited == "2 of 5" and store.run_summary(full.run_id).limited == ""
 
 
 def test_reports_print_short_and_their_types_import_from_the_api(first_run):

@@ -91,7 +91,7 @@ def records(correctness, groundedness=None) -> list[ItemRecord]:
     return [record(f"i{n}", "ABCD"[n % 4], c, g) for n, (c, g) in enumerate(pairs)]
 
 
-def summary(version, recs, *, digest="g1", judge="heuristic@h1", substituted=False, model_version=None):
+def summary(version, recs, *, digest="g1", judge="heuristic@h1", substituted=False, model_version=None, limited=""):
     return RunSummary(
         run_id=f"run-{version}",
         version=version,
@@ -101,6 +101,7 @@ def summary(version, recs, *, digest="g1", judge="heuristic@h1", substituted=Fal
         substituted=substituted,
         model_version=model_version or version.removeprefix("v"),
         metrics=aggregate(recs, ("correctness", "groundedness")),
+        limited=limited,
     )
 
 
@@ -223,10 +224,11 @@ def test_compare_records_pairs_items_and_flags_partial_judges():
 # ---------------------------------------------------------------- applied to a real store
 
 
-def log_eval(store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1"):
-    """Register ``version`` (once) and log a complete eval run with these per-item scores."""
+def log_eval(store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1", edited=False):
+    """Register ``version`` (once; again when its spec was ``edited``) and log a complete eval run with
+    these per-item scores."""
     existing = store.model_versions(version)
-    if existing:
+    if existing and not edited:
         model_version = str(existing[0].version)
     else:
         with contextlib.suppress(Exception):  # already registered
@@ -288,6 +290,38 @@ def test_a_champion_without_an_eval_on_the_same_golden_set_refuses(store, tmp_pa
     log_eval(store, "v2", [5] * 8, digest="other")
     d = promote(store, tmp_path, "v2")
     assert not d.promoted and "has no eval on the golden set of v2's run" in d.reasons[0]
+
+
+def test_the_champion_is_its_own_model_versions_eval_after_its_spec_was_edited_in_place(store, tmp_path):
+    """The champion's eval was looked up by name: once v1's spec was edited (a new model version under
+    the same name), v1's newest eval stood in for the champion, and v1 was compared with itself."""
+    champion_run, champion_mv = log_eval(store, "v1", BASE)
+    promote(store, tmp_path, "v1")
+    edited_run, edited_mv = log_eval(store, "v1", [4] * 8, edited=True)
+    assert edited_mv != champion_mv
+    d = promote(store, tmp_path, "v1", dry_run=True)
+    assert (d.run_id, d.champion_run_id, d.champion_model_version) == (edited_run, champion_run, champion_mv)
+    assert d.promoted and d.figures["correctness_delta"] == pytest.approx(1.0)
+    log_eval(store, "v2", [5] * 8)
+    d = promote(store, tmp_path, "v2", dry_run=True)
+    assert d.champion_run_id == champion_run and d.figures["correctness_delta"] == pytest.approx(2.0)
+
+    # `versions` lists the champion beside its name's newest model version, each with its own evals
+    # (it listed v1's newest only, marked nothing ★, and showed the edited spec's eval under it).
+    from ragtrack.api import versions
+
+    rows = [(r.version, r.model_version, r.champion, [e.run_id for e in r.last_evals]) for r in versions(root=tmp_path)]
+    assert rows[:2] == [("v1", edited_mv, False, [edited_run]), ("v1", champion_mv, True, [champion_run])]
+
+
+def test_an_eval_cut_by_limit_decides_only_with_allow_partial():
+    """A quick `--limit 4` eval of two versions was enough to move the alias, and nothing said so."""
+    better = [[4, 4, 4, 4, 4, 4, 4, 4]]
+    d = rule_decides(better, [BASE], limited="8 of 48")
+    assert not d.promoted and d.reasons == [
+        "v2's eval answered 8 of 48 golden items (--limit); decide on a full eval, or pass --allow-partial"
+    ]
+    assert rule_decides(better, [BASE], Rule(allow_partial=True), limited="8 of 48").promoted
 
 
 def test_dry_run_decides_without_moving_the_alias_or_waiting_for_the_lock(store, tmp_path):

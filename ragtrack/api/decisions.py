@@ -127,7 +127,8 @@ def promote(
 @dataclass(frozen=True)
 class VersionRow:
     """A registered version as ``ragtrack versions`` lists it: its newest model version and spec hash,
-    whether it is the champion, and its latest complete eval per golden set (newest first)."""
+    whether it is the champion, and that model version's latest complete eval per golden set (newest
+    first). A champion whose spec was edited since has a row of its own beside its name's newest."""
 
     version: str
     model_version: str
@@ -137,27 +138,29 @@ class VersionRow:
 
 
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
-    """Every registered version (newest model version each), its last eval per golden digest."""
+    """Every registered version (newest model version each, and the champion's), its last eval per golden digest."""
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=False)
     champion = store.champion()
-    newest: dict[str, object] = {}
+    shown: dict[str, object] = {}  # model version → registry entry
     for mv in store.model_versions():  # newest first
-        newest.setdefault(mv.tags.get(Tag.VERSION, "?"), mv)
+        name = mv.tags.get(Tag.VERSION, "?")
+        newest = all(m.tags.get(Tag.VERSION, "?") != name for m in shown.values())
+        if newest or (champion and champion[0] == str(mv.version)):
+            shown[str(mv.version)] = mv
     evals = store.eval_runs()
     rows = []
-    for name in sorted(newest, key=version_order):
-        mv = newest[name]
+    for number, mv in sorted(shown.items(), key=lambda e: (version_order(e[1].tags.get(Tag.VERSION, "?")), -int(e[0]))):
         per_digest: dict[str, RunSummary] = {}
         for run in evals:
-            if run.version == name:
+            if run.model_version == number:
                 per_digest.setdefault(run.golden_digest, run)
         rows.append(
             VersionRow(
-                name,
-                str(mv.version),
+                mv.tags.get(Tag.VERSION, "?"),
+                number,
                 mv.tags.get(Tag.SPEC_HASH, ""),
-                bool(champion and champion[0] == str(mv.version)),
+                bool(champion and champion[0] == number),
                 list(per_digest.values()),
             )
         )

@@ -61,7 +61,11 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     "--require-significance", is_flag=True, help="Also require the 95% CI of the correctness gain to exclude 0."
 )
 @click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
-@click.option("--allow-partial", is_flag=True, help="Accept judge means that cover fewer than all items.")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Accept judge means that cover fewer than all items, and evals cut by --limit.",
+)
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @MARKDOWN
 @click.pass_context

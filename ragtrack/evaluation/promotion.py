@@ -166,6 +166,11 @@ def decide(
             f"{challenger.version}'s {', '.join(partial)} mean covers fewer than all items "
             f"({_why_partial(challenger)}); pass --allow-partial to decide anyway"
         )
+    if challenger.limited and not rule.allow_partial:
+        refuse(
+            f"{challenger.version}'s eval answered {challenger.limited} golden items (--limit); "
+            "decide on a full eval, or pass --allow-partial"
+        )
     for gate in decision.gates:
         if not gate.passed:
             value = "missing" if gate.value is None else f"{gate.value:g}"
@@ -181,9 +186,11 @@ def decide(
     if incumbent is None:
         items = int(challenger.metrics.get("items", 0))
         refuse(
-            f"the champion {champion.version} has no eval on the golden set of {challenger.version}'s run "
-            f"(digest {challenger.golden_digest}, {items} items) with its judge ({challenger.judge_identity}); "
-            f"run: ragtrack eval --version {champion.version}, with the --golden, --limit and --judge that run used"
+            f"the champion {champion.version} (model version {champion.model_version}) has no eval on the "
+            f"golden set of {challenger.version}'s run (digest {challenger.golden_digest}, {items} items) with its "
+            f"judge ({challenger.judge_identity}); run: ragtrack eval --version {champion.version}, with the "
+            "--golden, --limit and --judge that run used (and the champion's spec: an edited spec is a new "
+            "model version)"
         )
         return decision
     for problem in comparability_problems(incumbent, challenger):

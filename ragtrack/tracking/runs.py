@@ -42,10 +42,18 @@ from ragtrack.tracking.store import GENAI_EVALUATE, Param, Store, Tag
 
 
 def eval_tags(
-    spec: LoadedSpec, golden: GoldenSet, panel: JudgePanel, agent: Agent, model: ModelRef, limits: list[str]
+    spec: LoadedSpec,
+    golden: GoldenSet,
+    panel: JudgePanel,
+    agent: Agent,
+    model: ModelRef,
+    full: GoldenSet,
+    limits: list[str],
 ) -> dict[str, str]:
     """The tags compare/promote/versions search eval runs by, and the cautions its description shows
-    (``limits``: what a ``--limit`` left out; the agent's warnings)."""
+    (``full``: the golden set before a ``--limit`` cut it to ``golden``; ``limits``: what the cut left
+    out; the agent's warnings)."""
+    cut = len(golden) < len(full)
     return {
         Tag.RUN_TYPE: GENAI_EVALUATE,
         Tag.KIND: "eval",
@@ -59,6 +67,7 @@ def eval_tags(
         Tag.MODEL_ID: model.model_id,
         **{Tag.warning(code): message for code, message in agent.setup.warnings.items()},
         **({Tag.warning("limit"): " ".join(limits)} if limits else {}),
+        **({Tag.LIMITED: f"{len(golden)} of {len(full)}"} if cut else {}),
     }
 
 

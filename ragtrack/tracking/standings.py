@@ -49,7 +49,7 @@ def standing(
         return Standing(decide(challenger, None, rule))
     model_version, name = current
     try:
-        incumbent = store.latest_eval(name, challenger.golden_digest, challenger.judge_identity)
+        incumbent = store.latest_eval(name, challenger.golden_digest, challenger.judge_identity, model_version)
     except RagtrackError:
         incumbent = None
     rows, changes = [], []

@@ -64,6 +64,7 @@ class Tag:
     MODEL_VERSION = "ragtrack.model_version"
     MODEL_ID = "ragtrack.model_id"
     COMPLETE = "ragtrack.complete"
+    LIMITED = "ragtrack.limited"  # eval runs of a --limit cut: "4 of 16" golden items
     VERSIONS = "ragtrack.versions"  # compare runs: "a,b"
     OUTCOME = "ragtrack.outcome"  # promotion runs: promoted | refused | unchanged (already the champion)
     DRY_RUN = "ragtrack.dry_run"
@@ -365,6 +366,7 @@ class Store:
         golden_digest: str | None = None,
         judge_identity: str | None = None,
         model_id: str | None = None,
+        model_version: str | None = None,
     ) -> list[RunSummary]:
         """Complete eval runs, newest first, optionally filtered."""
         clauses = [f"tags.`{Tag.KIND}` = 'eval'", f"tags.`{Tag.COMPLETE}` = 'true'"]
@@ -373,6 +375,7 @@ class Store:
             (Tag.GOLDEN_DIGEST, golden_digest),
             (Tag.JUDGE_IDENTITY, judge_identity),
             (Tag.MODEL_ID, model_id),
+            (Tag.MODEL_VERSION, model_version),
         ):
             if value:
                 clauses.append(f"tags.`{tag}` = {_quote(value)}")
@@ -380,9 +383,15 @@ class Store:
         return [_summary(r) for r in found]
 
     def latest_eval(
-        self, version: str, golden_digest: str | None = None, judge_identity: str | None = None
+        self,
+        version: str,
+        golden_digest: str | None = None,
+        judge_identity: str | None = None,
+        model_version: str | None = None,
     ) -> RunSummary:
-        found = self.eval_runs(version, golden_digest, judge_identity)
+        """The newest complete eval of ``version`` (of one registry version of it, ``model_version``: a
+        version's spec edited in place is a new model version under the same name)."""
+        found = self.eval_runs(version, golden_digest, judge_identity, model_version=model_version)
         if not found:
             detail = "".join(
                 [
@@ -582,6 +591,7 @@ def _summary(run) -> RunSummary:
         started=run.info.start_time,
         compared_to=tags.get(Tag.COMPARED_TO, ""),
         cautions=tuple(tags[k] for k in sorted(tags) if k.startswith(Tag.WARNING_PREFIX)),
+        limited=tags.get(Tag.LIMITED, ""),
     )
 
 
