@@ -1,5 +1,7 @@
 """The command line as a user meets it: help, errors with file and line, the eval table."""
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -374,3 +376,31 @@ def test_ui_against_a_tracking_server_names_its_ui_instead_of_crashing_mlflow_ui
     result = run("--root", str(project), "ui", "--tracking-uri", "http://user:pw@127.0.0.1:9")
     assert result.exit_code == 2 and "open its UI at http://127.0.0.1:9" in result.output
     assert "pw" not in result.output
+
+
+def test_the_users_mlflow_tracking_uri_still_counts_after_a_call_with_another_store(project, tmp_path, monkeypatch):
+    """MLflow exports the URI it is pointed at; a call with ``tracking_uri=`` replaced the user's
+    MLFLOW_TRACKING_URI, and the next call without one silently used the project's default store."""
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import open_store, resolve_tracking_uri
+
+    users, other = f"sqlite:///{tmp_path / 'team.db'}", f"sqlite:///{tmp_path / 'scratch.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", users)
+    config = load_config(project)
+    open_store(config, other)
+    assert resolve_tracking_uri(config) == users
+    open_store(config)
+    assert resolve_tracking_uri(config) == users and resolve_tracking_uri(config, other) == other
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert resolve_tracking_uri(config).endswith(f"{project.name}/mlruns/mlflow.db")
+
+
+def test_a_new_experiment_keeps_its_artifacts_in_the_project_not_the_current_folder():
+    from ragtrack.tracking.store import artifact_root
+
+    root = Path("/srv/project")
+    assert artifact_root("sqlite:////data/store/mlflow.db", root) == "file:///data/store/artifacts"
+    # A database reached directly: MLflow's default was ./mlruns of the folder the first command ran in.
+    assert artifact_root("postgresql+psycopg2://u:p@db:5432/mlflow", root) == "file:///srv/project/mlruns/artifacts"
+    assert artifact_root("mysql://u:p@db/mlflow", root) == "file:///srv/project/mlruns/artifacts"
+    assert artifact_root("http://mlflow.internal:5000", root) is None  # the server decides

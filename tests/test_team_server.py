@@ -204,3 +204,27 @@ def test_evals_starting_together_on_a_team_server_register_their_version_once(te
     assert [p.returncode for p in procs] == [0, 0, 0], errors
     versions = MlflowClient(team_server, registry_uri=team_server).search_model_versions(f"name = '{model}'")
     assert len(versions) == 1, [v.version for v in versions]
+
+
+def test_a_database_store_in_ragtrack_toml_keeps_artifacts_in_the_project_wherever_the_command_runs(
+    tmp_path, monkeypatch
+):
+    """The experiment took MLflow's default, ./mlruns of the folder the first call ran in (a notebook's)."""
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import open_store
+
+    database = f"ragtrack_{uuid.uuid4().hex[:10]}"
+    _admin(f"CREATE DATABASE {database}")
+    try:
+        root = make_project(tmp_path / "project")
+        (root / "ragtrack.toml").write_text(f'[project]\ntracking_uri = "{SERVER.rsplit("/", 1)[0]}/{database}"\n')
+        (tmp_path / "notebooks").mkdir()
+        monkeypatch.chdir(tmp_path / "notebooks")
+        monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        store = open_store(load_config(root))
+        for experiment in (store.experiment_id, store.decisions_experiment_id):
+            location = store.client.get_experiment(experiment).artifact_location
+            assert location == (root / "mlruns" / "artifacts").resolve().as_uri(), location
+        assert not (tmp_path / "notebooks" / "mlruns").exists()
+    finally:
+        _admin(f"DROP DATABASE {database} WITH (FORCE)")

@@ -230,12 +230,13 @@ def ui_command(
 
     from ragtrack.tracking.store import artifact_root, check_store, resolve_tracking_uri, server_ui
 
-    uri = resolve_tracking_uri(load_config(root), tracking_uri)
+    config = load_config(root)
+    uri = resolve_tracking_uri(config, tracking_uri)
     if address := server_ui(uri):  # `mlflow ui` serves local stores only
         raise RagtrackError(f"this project's store is a tracking server: open its UI at {address}")
     check_store(uri)  # a local store's folder exists, as the UI's SQLite file needs
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
-    if artifacts := artifact_root(uri):
+    if artifacts := artifact_root(uri, config.root):
         cmd += ["--default-artifact-root", artifacts]
     return cmd
 

@@ -202,21 +202,29 @@ def local_database(uri: str) -> Path | None:
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
 
 
-def artifact_root(uri: str) -> str | None:
-    """Where a local SQLite store keeps its artifacts: beside the database, not in the CWD."""
-    db = local_database(uri)
-    return (db.parent / "artifacts").resolve().as_uri() if db else None
+def artifact_root(uri: str, root: str | Path) -> str | None:
+    """Where a new experiment keeps its artifacts when the store itself does not say (MLflow's default
+    is ``./mlruns`` of whatever folder the first command ran in): a local SQLite store's beside its
+    database; a database reached directly (PostgreSQL, MySQL) the project's ``mlruns/artifacts``.
+    A tracking server decides for itself (None)."""
+    if db := local_database(uri):
+        return (db.parent / "artifacts").resolve().as_uri()
+    if server_ui(uri) is None and "://" in uri and not uri.startswith(("file:", "databricks")):
+        return (Path(root) / "mlruns" / "artifacts").resolve().as_uri()
+    return None
 
 
-# mlflow.set_tracking_uri() also exports MLFLOW_TRACKING_URI; remember what we exported so
-# that a later call for another project is not mistaken for the user's own setting.
+# mlflow.set_tracking_uri() also exports MLFLOW_TRACKING_URI; remember what we exported, so that
+# a later call for another project is not mistaken for the user's own setting, and what the user
+# had set there, so that it still counts once ours replaced it.
 _exported: str | None = None
+_users: str | None = None
 
 
 def resolve_tracking_uri(config: ProjectConfig, override: str | None = None) -> str:
     from_env = os.environ.get("MLFLOW_TRACKING_URI")
     if from_env == _exported:
-        from_env = None
+        from_env = _users
     return (
         override
         or from_env
@@ -622,7 +630,7 @@ def open_store(
     that does not exist yet is an error, not a new empty store created to say so. ``writing``:
     the command will write (a local store is probed for it before any work).
     """
-    global _exported
+    global _exported, _users
     uri = resolve_tracking_uri(config, tracking_uri)
     if existing and (database := local_database(uri)) is not None and not database.is_file():
         raise StoreError(
@@ -630,12 +638,19 @@ def open_store(
             "(run `ragtrack eval --version <v>` there first, or pass the tracking URI of the store with your runs)"
         )
     check_store(uri, writing=writing)
-    # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff).
-    for name, value in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"), ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")):
+    # Bound MLflow's own retries of a server that goes away mid-run (default: minutes of backoff),
+    # and keep its "View run … at" lines (printed as runs end on a server) off a library user's stdout.
+    for name, value in (
+        ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3"),
+        ("MLFLOW_HTTP_REQUEST_TIMEOUT", "60"),
+        ("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true"),
+    ):
         os.environ.setdefault(name, value)
     before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
     if os.environ.get("MLFLOW_TRACKING_URI") != before:  # ours; the user's own setting stays theirs
+        if before != _exported:
+            _users = before
         _exported = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_registry_uri(uri)
     name = config.project.experiment
@@ -644,11 +659,11 @@ def open_store(
             client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
             return Store(
                 uri,
-                _experiment(client, uri, name),
+                _experiment(client, uri, name, config.root),
                 name,
                 config.project.registered_model,
                 client,
-                _experiment(client, uri, f"{name}-decisions"),
+                _experiment(client, uri, f"{name}-decisions", config.root),
             )
     except MlflowException as e:
         raise StoreError(f"the tracking store {without_credentials(uri)} refused: {first_line(e.message)}") from None
@@ -698,12 +713,12 @@ def first_line(text: str) -> str:
     return (text or "").strip().split("\n", 1)[0][:300]
 
 
-def _experiment(client: MlflowClient, uri: str, name: str) -> str:
+def _experiment(client: MlflowClient, uri: str, name: str, root: str | Path) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=artifact_root(uri))
+        return client.create_experiment(name, artifact_location=artifact_root(uri, root))
     except MlflowException as e:
         if e.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
