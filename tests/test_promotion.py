@@ -10,6 +10,7 @@ be checked by hand.
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import time
@@ -312,6 +313,24 @@ def test_the_champion_is_its_own_model_versions_eval_after_its_spec_was_edited_i
 
     rows = [(r.version, r.model_version, r.champion, [e.run_id for e in r.last_evals]) for r in versions(root=tmp_path)]
     assert rows[:2] == [("v1", edited_mv, False, [edited_run]), ("v1", champion_mv, True, [champion_run])]
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"margin": "0.1"}, "margin must be a number, got '0.1'"),
+        ({"margin": float("nan")}, "margin must be a number, got nan"),
+        ({"tolerance": float("inf")}, "tolerance must be a number, got inf"),
+        ({"tolerance": -0.5}, "tolerance is how much groundedness may drop: 0 or more, got -0.5"),
+    ],
+)
+def test_a_rule_with_a_meaningless_margin_or_tolerance_is_refused_before_anything_is_logged(rule, message):
+    """A string crashed in formatting, NaN was logged as the rule "+ nan", a negative tolerance refused ties."""
+    from ragtrack.errors import RagtrackError
+
+    with pytest.raises(RagtrackError, match=re.escape(message)):
+        Rule(**rule)
+    assert rule_decides([[4] * 8], [BASE], Rule(margin=-0.5)).promoted  # non-inferiority: allowed
 
 
 def test_an_eval_cut_by_limit_decides_only_with_allow_partial():

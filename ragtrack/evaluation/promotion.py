@@ -8,17 +8,19 @@ A challenger becomes champion only when, on the same golden set and judge:
 * optionally, absolute release gates (``[gates]`` of ``ragtrack.toml``) hold.
 
 It refuses, with every reason, when the runs are not comparable, when judge
-means cover fewer than all items, or when a run used substituted models (the
-last two can be allowed explicitly). With no champion yet, the first version
+means cover fewer than all items or the eval was cut by ``--limit``, or when a
+run used substituted models (the last ones can be allowed explicitly). With no champion yet, the first version
 that passes its gates becomes it. Reading runs, locking and moving the alias
 are :mod:`ragtrack.tracking.promotion`'s job; nothing here touches a store.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems
 from ragtrack.evaluation.stats import PairedDifference
@@ -37,6 +39,16 @@ class Rule:
     allow_substitutes: bool = False
     allow_partial: bool = False
     gates: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A negative margin is a non-inferiority rule (promote unless worse by more than it); a
+        # negative tolerance would refuse equal groundedness, and NaN would make every comparison false.
+        for name in ("margin", "tolerance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise RagtrackError(f"{name} must be a number, got {value!r}")
+        if self.tolerance < 0:
+            raise RagtrackError(f"tolerance is how much groundedness may drop: 0 or more, got {self.tolerance:g}")
 
     def describe(self) -> str:
         text = f"correctness > champion + {self.margin:g} and groundedness >= champion - {self.tolerance:g}"
