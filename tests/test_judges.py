@@ -21,6 +21,12 @@ GOOD = '{"score": 4, "reason": "close"}'
         ('{"score": 5.0, "reason": "integral float"}', 5),
         ('{"score": 4, "reason": "cut off in the mid', 4),  # truncated, score readable
         ('score: 3\nreason: "loose format"', 3),
+        # A reasoning model without a reasoning parser: its drafts inside <think> are not the verdict.
+        (
+            '<think>\nMaybe {"score": 1, "reason": "draft"}; no, score: 2…\n</think>\n{"score": 5, "reason": "ok"}',
+            5,
+        ),
+        ("<THINK>score: 1?</THINK>\nscore: 4\nreason: fine", 4),
     ],
 )
 def test_parse_verdict_accepts_messy_but_readable_replies(reply, score):
@@ -37,11 +43,19 @@ def test_parse_verdict_accepts_messy_but_readable_replies(reply, score):
         '{"score": 3.5}',
         '{"score": "high"}',
         '{"reason": "no score"}',
+        "<think>\nThe answer matches; the score: 2 would apply, but first let me check",  # cut off thinking
+        '<think>{"score": 4, "reason": "draft"}</think>',  # nothing after the reasoning
     ],
 )
 def test_parse_verdict_rejects_unreadable_or_out_of_range(reply):
     with pytest.raises(ParseError):
         parse_verdict(reply)
+
+
+def test_a_reply_cut_off_while_reasoning_says_so_and_what_to_raise():
+    """It was read as "score: 2" from the middle of the model's reasoning: 2.00 on every judge, 0 errors."""
+    with pytest.raises(ParseError, match=r"stopped inside its <think> reasoning.*judge_max_tokens"):
+        parse_verdict("<think>\nThe answer matches; the score: 2 would apply, but first")
 
 
 def test_verdict_normalisation():

@@ -139,6 +139,22 @@ def test_runaway_generation_is_cut_and_counted():
     assert llm.accounting.summary()["echo"]["truncated"] == 1
 
 
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        ("<think>\nThe answer matches; the score: 2 would apply, but", "stopped inside its <think> reasoning"),
+        ("The answer is partly right because", "no score in the reply (the reply was cut at max_tokens = 160)"),
+    ],
+)
+def test_a_judge_reply_cut_at_max_tokens_is_an_error_that_says_so(reply, said):
+    """A reasoning model cut off mid-thought was scored 2 from its draft; a cut reply gave no hint."""
+    with FakeOpenAIServer(reply=lambda r: reply) as server:
+        server.inject(Fault("runaway"), Fault("runaway"))  # the reply and its repair both hit the cap
+        step = judge_steps("en", ("correctness",))["correctness"]
+        result = client(server).run(step, JudgeInput("q", "a", "gt", ("ctx",)))
+    assert not result.ok and said in result.error and result.raw
+
+
 def test_cache_serves_an_unchanged_rerun_with_zero_calls(tmp_path):
     with FakeOpenAIServer(reply=lambda r: "ok cached") as server:
         first = client(server, tmp_path)

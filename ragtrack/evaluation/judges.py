@@ -26,7 +26,7 @@ from ragtrack.evaluation import heuristics
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.client import LLM
-from ragtrack.llm.jsonparse import extract_json
+from ragtrack.llm.jsonparse import extract_json, without_reasoning
 from ragtrack.records import JudgeRecord
 from ragtrack.registry import Registry
 from ragtrack.text import chat_messages, format_contexts
@@ -123,8 +123,10 @@ def parse_verdict(text: str) -> Verdict:
 
     Accepts code fences, surrounding prose, full-width punctuation, a score as a
     string ("4", "4/5") or an integral float; rejects anything outside 1–5.
-    A truncated reply whose score is readable keeps the score.
+    A truncated reply whose score is readable keeps the score; a score inside ``<think>``
+    reasoning is a draft, never the verdict.
     """
+    text = without_reasoning(text)
     try:
         data = extract_json(text)
     except ParseError:

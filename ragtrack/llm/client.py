@@ -227,7 +227,9 @@ class LLM:
         parses is cached: one that did not is asked again next time (after an interruption, say)."""
         try:
             value = step.parse(completion.text)
-        except ParseError:
+        except ParseError as e:
+            if completion.truncated and "max_tokens" not in str(e):
+                raise ParseError(f"{e} (the reply was cut at max_tokens = {params.max_tokens})") from None
             raise
         except Exception as e:  # any exception: see the docstring
             raise ParseError(f"unreadable reply ({type(e).__name__}: {e})") from e

@@ -1,9 +1,11 @@
 """Reading JSON out of model replies, which are untrusted text.
 
 Models wrap JSON in code fences, put prose before or after it, use full-width
-punctuation (``｛"score"：4，…｝``) or stop mid-object. :func:`extract_json`
-finds the first complete JSON value it can; callers decide what to do when
-there is none (usually one repair round, then a recorded failure).
+punctuation (``｛"score"：4，…｝``) or stop mid-object. Reasoning models served
+without a reasoning parser (Qwen3, DeepSeek-R1 on vLLM) think aloud inside
+``<think>…</think>`` first, drafts included: only what follows counts.
+:func:`extract_json` finds the first complete JSON value it can; callers decide
+what to do when there is none (usually one repair round, then a recorded failure).
 """
 
 from __future__ import annotations
@@ -18,6 +20,19 @@ _FULLWIDTH = str.maketrans(
     {"｛": "{", "｝": "}", "［": "[", "］": "]", "：": ":", "，": ",", "“": '"', "”": '"', "＂": '"'}
 )
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_REASONING = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+def without_reasoning(text: str) -> str:
+    """``text`` without its ``<think>…</think>`` blocks; raises :class:`ParseError` when the reply
+    stopped inside one (its drafts are not the answer)."""
+    text = _REASONING.sub("", text or "")
+    if "<think>" in text.lower():
+        raise ParseError(
+            "the reply stopped inside its <think> reasoning, before any answer (raise max_tokens — "
+            "judge_max_tokens for judges — or serve the model with a reasoning parser)"
+        )
+    return text
 
 
 def _balanced(text: str, start: int) -> str | None:
@@ -69,9 +84,9 @@ def _first_value(text: str) -> tuple[int, Any] | None:
 
 def extract_json(text: str) -> Any:
     """The first JSON object or array in ``text``; raises :class:`ParseError` when there is none."""
-    if not text or not text.strip():
+    text = without_reasoning((text or "")[:MAX_REPLY_CHARS])
+    if not text.strip():
         raise ParseError("empty reply")
-    text = text[:MAX_REPLY_CHARS]
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
         variants = (candidate, candidate.translate(_FULLWIDTH))

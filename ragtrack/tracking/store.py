@@ -254,11 +254,12 @@ class Store:
     registered_model: str
     client: MlflowClient
     decisions_experiment_id: str = ""  # comparison and promotion runs, kept out of the eval charts
+    artifact_location: str | None = None  # of the experiments it creates (see :func:`artifact_root`)
 
     # ------------------------------------------------------------ experiments
     def side_experiment(self, suffix: str) -> str:
         """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
-        return _experiment(self.client, self.tracking_uri, f"{self.experiment_name}-{suffix}")
+        return _experiment(self.client, f"{self.experiment_name}-{suffix}", self.artifact_location)
 
     def describe_experiment(self, markdown: str) -> None:
         """The eval experiment's description: the UI shows it at the top of every page of the experiment."""
@@ -657,13 +658,15 @@ def open_store(
     try:
         with local_lock(uri):
             client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
+            artifacts = artifact_root(uri, config.root)
             return Store(
                 uri,
-                _experiment(client, uri, name, config.root),
+                _experiment(client, name, artifacts),
                 name,
                 config.project.registered_model,
                 client,
-                _experiment(client, uri, f"{name}-decisions", config.root),
+                _experiment(client, f"{name}-decisions", artifacts),
+                artifacts,
             )
     except MlflowException as e:
         raise StoreError(f"the tracking store {without_credentials(uri)} refused: {first_line(e.message)}") from None
@@ -713,12 +716,12 @@ def first_line(text: str) -> str:
     return (text or "").strip().split("\n", 1)[0][:300]
 
 
-def _experiment(client: MlflowClient, uri: str, name: str, root: str | Path) -> str:
+def _experiment(client: MlflowClient, name: str, artifact_location: str | None) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return experiment.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=artifact_root(uri, root))
+        return client.create_experiment(name, artifact_location=artifact_location)
     except MlflowException as e:
         if e.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
