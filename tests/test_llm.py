@@ -18,7 +18,7 @@ from ragtrack.llm import LLM, CircuitOpenError, RetryPolicy, make_llm
 from ragtrack.llm.base import ParseError, Step, TransientError
 from ragtrack.llm.concurrency import AdaptiveLimiter, Sent
 from ragtrack.llm.fake_server import FakeOpenAIServer, Fault
-from ragtrack.llm.memory import EndpointMemory
+from ragtrack.llm.memory import STEP_DOWN_AFTER, EndpointMemory
 from ragtrack.llm.openai_backend import OpenAIBackend
 
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=2.0, max_consecutive_failures=5)
@@ -202,24 +202,56 @@ def test_a_parser_that_raises_something_unforeseen_is_a_parse_error():
     assert not result.ok and "unreadable reply (ZeroDivisionError" in result.error
 
 
-def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path):
+@pytest.mark.parametrize(("status", "tries"), [(400, 1), (500, STEP_DOWN_AFTER)], ids=["400", "500"])
+def test_json_mode_steps_down_once_per_endpoint_and_is_remembered(tmp_path, status, tries):
+    """A 400 refuses the mode for sure; a 500 (llama.cpp's Python server) may be an outage, so the
+    lower mode is remembered after a few calls found the higher one failing."""
     memory = EndpointMemory(tmp_path / "endpoints.json")
     step = judge_steps("en")["correctness"]
     inp = JudgeInput("q", "a", "gt", ())
     with FakeOpenAIServer(
-        reply=lambda r: '{"score": 5, "reason": "fine"}', reject_json_modes=("json_schema",)
+        reply=lambda r: '{"score": 5, "reason": "fine"}', reject_json_modes=("json_schema",), reject_status=status
     ) as server:
         backend = OpenAIBackend("fake-model", base_url=server.base_url, api_key=None, memory=memory)
         llm = LLM(backend, retry=FAST)
-        for _ in range(3):
+        for _ in range(tries + 2):
             assert llm.run(step, inp).value.score == 5
         modes = [r.get("response_format", {}).get("type") for r in server.log.requests]
-    # One rejected json_schema request, then json_object with the schema (llama.cpp style) from then on.
-    assert modes == ["json_schema", "json_object", "json_object", "json_object"]
+    # Rejected json_schema requests, then json_object with the schema (llama.cpp style) from then on.
+    assert modes == ["json_schema", "json_object"] * tries + ["json_object"] * 2
     assert "schema" in server.log.requests[1]["response_format"]
     # Remembered on disk: a new process starts at the mode that works.
     again = EndpointMemory(tmp_path / "endpoints.json")
     assert again.json_mode(backend.identity, "json_schema") == ("json_object_schema", True)
+
+
+def test_a_flaky_server_keeps_its_json_mode_and_a_late_step_down_never_overwrites_a_confirmed_mode(tmp_path):
+    """A 500 on every second request stepped an endpoint down to a lower mode for good (and walked
+    every mode on each retry of an outage: four requests per attempt)."""
+    memory = EndpointMemory(tmp_path / "endpoints.json")
+    step = judge_steps("en")["correctness"]
+    with FakeOpenAIServer(reply=lambda r: '{"score": 5, "reason": "fine"}') as server:
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key=None, memory=memory)
+        llm = LLM(backend, retry=FAST)
+        server.inject(Fault("500"))  # the first request fails, the lower mode answers: not remembered yet
+        assert llm.run(step, JudgeInput("q", "a", "gt", ())).value.score == 5
+        assert memory.json_mode(backend.identity, "x") == ("json_schema", False)
+        assert llm.run(step, JudgeInput("q2", "a", "gt", ())).value.score == 5  # json_schema answered
+        assert memory.json_mode(backend.identity, "x") == ("json_schema", True)
+    # A call that had stepped down before the confirmation landed changes nothing.
+    for _ in range(STEP_DOWN_AFTER):
+        memory.json_answered(backend.identity, "json_schema", "json_object", refused=False)
+    assert memory.json_mode(backend.identity, "x") == ("json_schema", True)
+
+    fresh = EndpointMemory(None)
+    with FakeOpenAIServer(reply=lambda r: '{"score": 5, "reason": "fine"}') as server:
+        server.inject(*[Fault("500")] * 64)  # down
+        backend = OpenAIBackend("m", base_url=server.base_url, api_key=None, memory=fresh)
+        assert not LLM(backend, retry=FAST).run(step, JudgeInput("q", "a", "gt", ())).ok
+        modes = [r.get("response_format", {}).get("type", "plain") for r in server.log.requests]
+    attempts = modes.count("json_schema")
+    assert modes[:4] == ["json_schema", "json_object", "json_object", "plain"]  # the first attempt walks
+    assert modes[4:] == ["json_schema", "plain"] * (attempts - 1) and attempts > 1  # later ones do not
 
 
 def test_an_outage_at_first_contact_does_not_step_the_json_mode_down_for_good(tmp_path):

@@ -99,6 +99,7 @@ class FakeOpenAIServer:
         capacity: int | None = None,
         declare_slots: bool = False,
         reject_json_modes: tuple[str, ...] = (),
+        reject_status: int = 500,
         fault_rate: float = 0.0,
         seed: int = 0,
     ):
@@ -106,7 +107,8 @@ class FakeOpenAIServer:
         self.latency_s = latency_s
         # Real replies vary in length: each takes latency_s × (1 ± up to latency_spread), uniformly, mean latency_s.
         self.latency_spread = latency_spread
-        self.reject_json_modes = reject_json_modes  # e.g. ("json_schema",): answer those with HTTP 500
+        # e.g. ("json_schema",): answer those with HTTP 500 (llama.cpp's Python server) or 400 (most others)
+        self.reject_json_modes, self.reject_status = reject_json_modes, reject_status
         self.faults: deque[Fault] = deque()
         self.fault_rate = fault_rate  # random faults, for soak tests and benchmarks
         self._random = random.Random(seed)
@@ -198,7 +200,9 @@ class FakeOpenAIServer:
                 if mode == "json_object" and "schema" in (body.get("response_format") or {}):
                     mode = "json_object_schema"
                 if mode in server.reject_json_modes:
-                    return self._send(500, {"error": {"message": f"response_format {mode} not supported"}})
+                    return self._send(
+                        server.reject_status, {"error": {"message": f"response_format {mode} not supported"}}
+                    )
                 fault = server._next_fault()
                 if server.latency_s:
                     time.sleep(server._latency())

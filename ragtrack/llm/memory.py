@@ -31,6 +31,9 @@ from ragtrack.llm.concurrency import INITIAL_LIMIT, AdaptiveLimiter
 if TYPE_CHECKING:
     from ragtrack.llm.base import ChatBackend
 
+#: Calls on which a JSON mode failed with a 5xx (and a lower one answered) before the lower one is remembered.
+STEP_DOWN_AFTER = 4
+
 _open: dict[Path, EndpointMemory] = {}
 _open_lock = threading.Lock()
 
@@ -65,8 +68,23 @@ class EndpointMemory:
             entry = self._facts.get(endpoint, {})
             return entry.get("mode", default), entry.get("confirmed", False)
 
-    def set_json_mode(self, endpoint: str, mode: str, confirmed: bool) -> None:
-        self._update(endpoint, {"mode": mode, "confirmed": confirmed})
+    def json_answered(self, endpoint: str, tried: str, answered: str, refused: bool) -> None:
+        """The endpoint answered a JSON-mode request in mode ``answered``; the call had tried ``tried``
+        (the remembered mode) first. ``tried`` answered is confirmed for good. A lower mode is
+        remembered at once when ``tried`` was ``refused`` with a 4xx, else only after
+        :data:`STEP_DOWN_AFTER` calls found ``tried`` failing (llama.cpp refuses a mode with a 500, which
+        an outage sends too); a call that stepped down while another confirmed ``tried`` changes nothing."""
+        with self._lock:
+            entry = self._facts.get(endpoint, {})
+            current, confirmed = entry.get("mode", tried), entry.get("confirmed", False)
+        if answered == tried:
+            self._update(endpoint, {"mode": tried, "confirmed": True, "failed": 0})
+        elif current == tried and not confirmed:
+            failed = int(entry.get("failed", 0)) + 1
+            if refused or failed >= STEP_DOWN_AFTER:
+                self._update(endpoint, {"mode": answered, "confirmed": True, "failed": 0})
+            else:
+                self._update(endpoint, {"mode": tried, "confirmed": False, "failed": failed})
 
     def concurrency(self, endpoint: str) -> tuple[int, bool] | None:
         """(limit the last run ended at, whether it had seen congestion), or None for a new endpoint."""

@@ -6,7 +6,11 @@ answers HTTP 500 to that but accepts ``{"type": "json_object", "schema": ...}``;
 others know only ``json_object``; some nothing at all. The backend starts at
 the strictest form and steps down one level each time an endpoint rejects a
 form it has never accepted, remembering the outcome per endpoint (:mod:`ragtrack.llm.memory`) — so a
-rejected request is never retried ten times in the same shape.
+rejected request is never retried ten times in the same shape. A 5xx is ambiguous
+(llama.cpp's refusal, or an outage): the lower form is remembered only after
+several calls, and when every form fails alike the endpoint is failing, not the
+form, so later attempts try the remembered form and plain prompting only, until
+something is answered.
 
 Servers differ in what they say about themselves, too. llama.cpp's server
 answers ``GET /props`` with ``total_slots``, the requests it computes at once
@@ -56,6 +60,7 @@ class OpenAIBackend:
         self.min_concurrency = min_concurrency  # the limiter bounds it by max_concurrency
         self.memory = memory or EndpointMemory(None)
         self._timeout_s = timeout_s
+        self._failing = False  # the last JSON-mode walk failed in every mode: the endpoint, not the form
 
     def declared_slots(self) -> int | None:
         """llama.cpp's ``total_slots`` from ``GET <server>/props`` (the server's root: a base URL's
@@ -85,22 +90,24 @@ class OpenAIBackend:
 
     def chat(self, messages: list[Message], params: ChatParams) -> Completion:
         remembered, confirmed = self.memory.json_mode(self.identity, JSON_MODES[0])
-        mode = remembered
+        mode, refused = remembered, False
+        walk = params.json_schema is not None and not confirmed
         while True:
             kwargs = self._request(messages, params, mode)
             started = time.monotonic()
             try:
                 response = self.client.chat.completions.create(**kwargs)
             except self._openai.APIStatusError as e:
-                rejected_format = (
-                    "response_format" in kwargs and not confirmed and e.status_code in (400, 422, 500, 501)
-                )
-                if rejected_format and mode != JSON_MODES[-1]:
+                if walk and e.status_code in (400, 422, 500, 501):
                     # This endpoint may not take this JSON mode (or may be failing): try the next one at
-                    # once. Only a lower mode that is answered is remembered: an outage's 500s, or a 400
-                    # for a prompt too long, must not leave the endpoint judged without JSON for good.
-                    mode = JSON_MODES[JSON_MODES.index(mode) + 1]
-                    continue
+                    # once. Only a lower mode that is answered counts (see the module docstring).
+                    if mode != JSON_MODES[-1]:
+                        refused = refused or (mode == remembered and e.status_code in (400, 422))
+                        # While the endpoint is failing in every mode, only plain prompting is tried
+                        # after the remembered mode: two requests per attempt of an outage, not four.
+                        mode = JSON_MODES[-1] if self._failing else JSON_MODES[JSON_MODES.index(mode) + 1]
+                        continue
+                    self._failing = True  # every mode failed alike
                 raise self._classify(e) from None
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as e:
                 raise TransientError(
@@ -108,8 +115,9 @@ class OpenAIBackend:
                 ) from None
             except Exception as e:  # malformed or truncated body from the server
                 raise TransientError(f"bad response: {type(e).__name__}: {e}") from None
+            self._failing = False
             if params.json_schema is not None and (mode != remembered or not confirmed):
-                self.memory.set_json_mode(self.identity, mode, True)
+                self.memory.json_answered(self.identity, remembered, mode, refused)
             return self._completion(response, time.monotonic() - started)
 
     def _request(self, messages: list[Message], params: ChatParams, mode: str) -> dict[str, Any]:
