@@ -21,6 +21,8 @@ from ragtrack.errors import RagtrackError
 _SECRET_NAME = re.compile(r"API_KEY|APIKEY|_TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _KEY_SHAPE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Query parameters that carry a credential (Azure's ``api-key``, ``access_token``, signed URLs' ``sig``).
+_SECRET_PARAM = re.compile(r"key|token|secret|password|passwd|sig|auth", re.IGNORECASE)
 _MIN_LENGTH = 8  # shorter values ("1", "true") would redact ordinary words
 
 _declared: set[str] = set()  # variable names a config or spec declared as holding a key
@@ -53,9 +55,14 @@ def secret_values() -> dict[str, str]:
 
 
 def without_credentials(url: str) -> str:
-    """``url`` without the credentials some users put in it (``postgresql://user:pw@host/db``):
-    for URLs that are printed, logged or used as keys."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    """``url`` without the credentials some users put in it (``postgresql://user:pw@host/db``,
+    ``…/v1?api-key=…``: the value becomes ``***``): for URLs that are printed, logged or used as keys."""
+    url = re.sub(r"//[^/@]*@", "//", url)
+    base, mark, query = url.partition("?")
+    if not mark:
+        return url
+    pairs = [p.partition("=") for p in query.split("&")]
+    return base + "?" + "&".join(k + eq + ("***" if eq and _SECRET_PARAM.search(k) else v) for k, eq, v in pairs)
 
 
 def redact(text: str) -> str:

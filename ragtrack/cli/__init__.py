@@ -148,7 +148,10 @@ class _Group(click.Group):
                 os._exit(code)
             sys.exit(code)
         except RagtrackError as e:
-            click.echo(f"error: {e}", err=True)  # plain: paths with file:line must not be wrapped
+            from ragtrack.secrets import redact
+
+            # Plain: paths with file:line must not be wrapped. Redacted: a key pasted as a name is echoed.
+            click.echo(f"error: {redact(str(e))}", err=True)
             sys.exit(2)
         except Exception as e:
             # The tracking store failing mid-command (a server that went away, a refused write):

@@ -25,7 +25,7 @@ from typing import Any
 
 from ragtrack.llm.base import ChatParams, Completion, Message, PermanentError, TransientError
 from ragtrack.llm.memory import EndpointMemory
-from ragtrack.secrets import without_credentials
+from ragtrack.secrets import redact, without_credentials
 
 JSON_MODES = ("json_schema", "json_object_schema", "json_object", "plain")
 PROPS_TIMEOUT_S = 5.0  # a server that takes longer to describe itself is not one that will
@@ -55,7 +55,7 @@ class OpenAIBackend:
         self.model = model
         # Identity is logged: keep credentials that some users put in the URL out of it.
         self.base_url = without_credentials(str(self.client.base_url).rstrip("/"))
-        self.identity = f"openai:{model}@{self.base_url}"
+        self.identity = redact(f"openai:{model}@{self.base_url}")  # a key pasted as the model name, too
         self.max_concurrency = max_concurrency
         self.min_concurrency = min_concurrency  # the limiter bounds it by max_concurrency
         self.memory = memory or EndpointMemory(None)

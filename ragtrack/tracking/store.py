@@ -295,6 +295,8 @@ class Store:
                 self.client.update_run(run_id, status="RUNNING")
             except MlflowException:  # the store was wiped since the checkpoint was written
                 run_id = None
+        # Redacted here, at the edge: a key pasted where a name belongs (``--judge openai:sk-…``) never lands.
+        params, tags = _redacted(params), _redacted(tags)
         if run_id is None:
             run_id = self.client.create_run(experiment_id or self.experiment_id, run_name=name, tags=tags).info.run_id
         items = [(k, str(v)[:6000]) for k, v in params.items()]
@@ -326,11 +328,11 @@ class Store:
         self.client.log_artifact(run_id, str(path))
 
     def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
-        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in _redacted(tags).items()])
 
     def describe_run(self, run_id: str, markdown: str) -> None:
         """The run's description (its overview page renders it as Markdown)."""
-        self.client.set_tag(run_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
+        self.client.set_tag(run_id, Tag.NOTE, _clip(redact(markdown), MAX_NOTE))
 
     def description(self, run_id: str) -> str:
         return self.client.get_run(run_id).data.tags.get(Tag.NOTE, "")
@@ -710,6 +712,10 @@ def _despite_racing_inserts(write: Callable[[], object], attempts: int = 4) -> N
             if attempt == attempts or "unique" not in str(e).lower():
                 raise
             time.sleep(0.1 * attempt + random.random() * 0.2)
+
+
+def _redacted(values: dict[str, str]) -> dict[str, str]:
+    return {k: redact(str(v)) for k, v in values.items()}
 
 
 def first_line(text: str) -> str:
