@@ -113,10 +113,11 @@ class ProjectConfig(_Strict):
 
     @model_validator(mode="after")
     def _floors_under_ceilings(self) -> ProjectConfig:
-        bounds = [("eval", self.eval.min_concurrency, self.eval.max_concurrency)]
+        # Blamed on the floor's key (a dotted path): the problem is reported at its line.
+        bounds = [("eval.min_concurrency", self.eval.min_concurrency, self.eval.max_concurrency)]
         for name, p in self.profiles.items():
             floor = p.min_concurrency or self.eval.min_concurrency  # a profile's own, else [eval]'s
-            bounds.append((f"profiles.{name}", floor, p.max_concurrency or self.eval.max_concurrency))
+            bounds.append((f"profiles.{name}.min_concurrency", floor, p.max_concurrency or self.eval.max_concurrency))
         for where, floor, ceiling in bounds:
             if problem := bounds_problem(floor, ceiling):
                 raise ValueError(f"{where}: {problem}")
@@ -128,6 +129,15 @@ class ProjectConfig(_Strict):
 
     def path(self, relative: str) -> Path:
         return (self.root / relative) if not Path(relative).is_absolute() else Path(relative)
+
+    def where(self, *key: str) -> str:
+        """``<root>/ragtrack.toml:<line>`` of ``key`` (else of its nearest enclosing table), for messages."""
+        path = self.root / CONFIG_FILE
+        try:
+            line = tomlfile.key_line(path.read_text(encoding="utf-8"), key)
+        except (OSError, UnicodeDecodeError):
+            line = None
+        return f"{path}:{line}" if line else str(path)
 
     @property
     def cache_dir(self) -> Path:

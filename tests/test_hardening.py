@@ -94,12 +94,12 @@ def test_config_values_are_checked_when_loaded(project):
     [
         (
             "[eval]\nmax_concurrency = 4\nmin_concurrency = 8\n",
-            "eval: min_concurrency (8) is above max_concurrency (4)",
+            "ragtrack.toml:3: eval.min_concurrency: min_concurrency (8) is above max_concurrency (4)",
         ),
         (
             '[eval]\nmin_concurrency = 8\n[profiles.local]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
             "max_concurrency = 2\n",
-            "profiles.local: min_concurrency (8) is above max_concurrency (2)",
+            "ragtrack.toml:3: profiles.local.min_concurrency: min_concurrency (8) is above max_concurrency (2)",
         ),
     ],
     ids=["eval", "profile under eval's floor"],

@@ -555,9 +555,32 @@ def test_profiles_and_env_select_the_endpoint(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-profile-secret-0000")
     backend = make_llm("local", config).backend
     assert backend.identity == "openai:m@http://127.0.0.1:9/v1" and "secret" not in backend.identity
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    # Neither set: a placeholder key went to api.openai.com, every judge call refused, exit 0 with n=0.
+    with pytest.raises(RagtrackError, match="openai:gpt-x needs OPENAI_BASE_URL .* or OPENAI_API_KEY"):
+        make_llm("openai:gpt-x", config)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://user:pw@127.0.0.1:9/v1")
     assert make_llm("openai:gpt-x", config).backend.identity == "openai:gpt-x@http://127.0.0.1:9/v1"
     assert make_llm("offline", config).is_offline
+
+
+def test_an_eval_whose_judge_cannot_run_leaves_no_store_and_names_the_profile_line(project, monkeypatch):
+    """The store was created first: `versions` then said "no versions registered yet" instead of refusing."""
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    (project / "ragtrack.toml").write_text(
+        '[eval]\njudge = "deepseek"\n\n[profiles.deepseek]\nbase_url = "https://api.deepseek.com/v1"\n'
+        'model = "deepseek-chat"\napi_key_env = "DEEPSEEK_API_KEY"\n'
+    )
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "v1", "--limit", "1"])
+    assert result.exit_code == 2
+    assert "ragtrack.toml:7: environment variable DEEPSEEK_API_KEY is not set" in result.output, result.output
+    assert not (project / "mlruns").exists()
+    assert CliRunner().invoke(main, ["--root", str(project), "versions"]).exit_code == 2
 
 
 def test_offline_llm_runs_the_steps_deterministic_implementation():

@@ -220,16 +220,17 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         )
         progress.on_warning(limits[-1])
     stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
+    min_overlap = config.eval.min_overlap
+    language = o.judge_language or golden.language
+    # The judge before the store: an unknown profile or an unset key must not leave a new empty store.
+    judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
+    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
     database = local_database(resolve_tracking_uri(config, o.tracking_uri))
     if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
         progress.on_stage(f"a new tracking store: {database}")
     store = open_store(config, o.tracking_uri)
     for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
         progress.on_warning(line)
-    min_overlap = config.eval.min_overlap
-    language = o.judge_language or golden.language
-    judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
-    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
 
     key = hashlib.sha256(
         "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()

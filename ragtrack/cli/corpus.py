@@ -9,7 +9,10 @@ from rich.markup import escape
 
 from ragtrack.cli import console, main, warn
 
-CORPUS_HELP = "Corpus: a .jsonl passage file or a folder of .md/.txt (default: from ragtrack.toml or golden/kb)."
+CORPUS_HELP = (
+    "Corpus: a .jsonl or .json passage file, or a folder of .md/.markdown/.txt "
+    "(default: from ragtrack.toml or golden/kb)."
+)
 
 
 def echo_json(payload: object) -> None:

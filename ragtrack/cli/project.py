@@ -23,7 +23,8 @@ from ragtrack.cli import console, err, main, project_root, warn
     "--corpus",
     "corpus_path",
     type=click.Path(),
-    help="Your documents: a folder of .md/.markdown/.txt files or a .jsonl passage file (default: DIRECTORY/docs).",
+    help="Your documents: a folder of .md/.markdown/.txt files or a .jsonl/.json passage file "
+    "(default: DIRECTORY/docs).",
 )
 def init(directory, language, corpus_path):
     """Start a project in DIRECTORY (default: this folder): ragtrack.toml, pipelines/ v1-v5 with

@@ -51,6 +51,12 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
     memory = endpoint_memory(config)
     timeout = config.eval.timeout_s
     if name.startswith("openai:"):
+        if not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+            # Else a placeholder key went to api.openai.com: every judge call refused, a logged run of n=0.
+            raise RagtrackError(
+                f"{name} needs OPENAI_BASE_URL (your server's API, e.g. http://127.0.0.1:8000/v1) or "
+                "OPENAI_API_KEY (api.openai.com); neither is set"
+            )
         return OpenAIBackend(
             name.removeprefix("openai:"),
             base_url=os.environ.get("OPENAI_BASE_URL"),
@@ -65,8 +71,8 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
         if p.api_key_env and not os.environ.get(p.api_key_env):
             # Else a placeholder key is sent, and the endpoint's 401 would not say which variable.
             raise RagtrackError(
-                f"environment variable {p.api_key_env} is not set (it holds the key of profile {name!r}, "
-                f"api_key_env in {config.root / 'ragtrack.toml'})"
+                f"{config.where('profiles', name, 'api_key_env')}: environment variable {p.api_key_env} "
+                f"is not set (it holds the key of profile {name!r})"
             )
         return OpenAIBackend(
             p.model,
