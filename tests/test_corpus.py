@@ -123,6 +123,17 @@ def test_language_detection(tmp_path):
     assert load_corpus(tmp_path).language == "zh"
 
 
+def test_a_mostly_chinese_corpus_is_chinese_though_its_english_files_sort_first(tmp_path):
+    """Only the first 400 passages were read: an English API reference sorting first made 907 Chinese
+    passages of 1,327 an English corpus (English tokenizer, English embedder, recall 0)."""
+    english = "".join(f"## Endpoint {n}\n\nReturns the record with the given identifier.\n\n" for n in range(450))
+    (tmp_path / "a-api-reference.md").write_text("# API\n\n" + english, encoding="utf-8")
+    chinese = "".join(f"## 第{n}条\n\n账号连续输错密码五次后会被锁定三十分钟。\n\n" for n in range(900))
+    (tmp_path / "b-handbook.md").write_text("# 手册\n\n" + chinese, encoding="utf-8")
+    corpus = load_corpus(tmp_path)
+    assert len(corpus) > 1300 and corpus.language == "zh"
+
+
 # ---------------------------------------------------------------- real documents: Chinese headings, code, long text
 
 ZH_MANUAL = """青禾测试网关 用户手册
