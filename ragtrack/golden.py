@@ -146,11 +146,12 @@ class GoldenSet:
 
 
 def shape_problems(item: GoldenItem, corpus: Corpus) -> list[str]:
-    """How an item's GT contradicts its type: A is one passage; B several in one document;
-    C and D at least two (a comparison has two sides, a multi-hop question two hops)."""
+    """How an item's GT contradicts its type: A is one passage (or one group of alternatives, any of
+    which answers it, as benchmarks list them); B several in one document; C and D at least two (a
+    comparison has two sides, a multi-hop question two hops)."""
     n = len(item.gt_context_ids)
     docs = {corpus.passages[c].doc_id for c in item.gt_context_ids if c in corpus.passages}
-    if item.type == "A" and n != 1:
+    if item.type == "A" and n != 1 and len(item.gt_groups) != 1:
         return [f"type A (single point) names exactly one GT passage; this item names {n}"]
     if item.type == "B" and n < 2:
         return ["type B (scattered in one document) names at least two GT passages; this item names 1"]

@@ -87,7 +87,9 @@ def import_normalized(folder: str | Path, out: str | Path, limit: int | None = N
                     "gt_context_ids": row.get("gt_ids") or [],
                     "gt_answer": " / ".join(str(a).strip() for a in answers if str(a).strip()),
                     "tags": [str(row["type"])] if row.get("type") else [],
-                    "gt_groups": groups if len(groups) > 1 else [],
+                    # A lone one-passage group says nothing gt_ids does not; a lone group of several is
+                    # "any one of these answers it" (RGB's positives), two or more are the hops.
+                    "gt_groups": groups if len(groups) > 1 or any(len(g) > 1 for g in groups) else [],
                 }
             )
         except ValidationError as e:

@@ -162,3 +162,26 @@ def test_v1_evaluates_the_imported_hotpotqa_end_to_end(tmp_path, request):
     profile = json.loads(dataset.profile)
     assert profile["items"] == 8 and profile["types"] == {"C": 2, "D": 6} and profile["stale_items"] == []
     assert {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"] == "eval"
+
+
+def test_a_single_group_of_alternatives_is_kept_and_fits_type_a(tmp_path):
+    """RGB lists 6-9 positives per question, any one of which answers it: one OR-group. The import
+    dropped a lone group, so each item asked for all of them and failed `golden audit` as type A."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import load_golden, shape_problems
+
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text("".join(f'{{"id": "p{n}", "text": "News {n}."}}\n' for n in range(4)))
+    rows = [
+        {"id": "q1", "question": "When?", "answers": ["1999"], "gt_ids": ["p0", "p1", "p2"],
+         "gt_groups": [["p0", "p1", "p2"]], "type": "single_fact"},
+        {"id": "q2", "question": "Where?", "answers": ["x"], "gt_ids": ["p3"], "gt_groups": [["p3"]], "type": "span"},
+    ]  # fmt: skip
+    (folder / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run("golden", "import", str(folder), "--out", str(tmp_path / "out")).exit_code == 0
+    corpus = load_corpus(tmp_path / "out" / "corpus.jsonl")
+    alternatives, single = load_golden(tmp_path / "out" / "golden.jsonl", corpus).items
+    assert alternatives.type == "A" and alternatives.gt_groups == (("p0", "p1", "p2"),)
+    assert single.gt_groups == ()  # one passage: the group says nothing gt_context_ids does not
+    assert shape_problems(alternatives, corpus) == [] and shape_problems(single, corpus) == []
