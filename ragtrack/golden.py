@@ -321,8 +321,8 @@ def check_ready(golden: GoldenSet, corpus: Corpus, *, allow_stale: bool = False)
     stale = staleness(golden, corpus)
     lines = []
     if pending:
-        ids = ", ".join(pending)
-        lines.append(f"{len(pending)} item(s) have no GT answer yet ({ids}): run `ragtrack golden answer`")
+        lines.append(f"{len(pending)} item(s) have no GT answer yet: run `ragtrack golden answer`")
+        lines += [f"  {golden.where(i)}: {i}: gt_answer is empty" for i in pending]
     if stale and not allow_stale:
         lines.append(f"{len(stale)} item(s) have stale GT (the corpus changed since they were written):")
         lines += [f"  {s}" for s in stale]

@@ -100,7 +100,8 @@ def test_golden_validate_says_not_ready_when_eval_would_refuse(project):
     golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = run("--root", str(project), "golden", "validate")
     assert result.exit_code == 1 and "not ready 5 items" in result.output and "ok 5 items" not in result.output
-    assert f"1 item(s) have no GT answer yet: {rows[0]['id']}" in result.output
+    assert "1 item(s) have no GT answer yet (run `ragtrack golden answer`):" in result.output
+    assert f"{golden}:1: {rows[0]['id']}: gt_answer is empty" in result.output
 
 
 def test_a_paused_collector_resumes_once_and_freezes_what_set_up_made():

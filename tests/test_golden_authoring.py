@@ -101,6 +101,13 @@ def test_offline_walkthrough_from_folder_to_stale_items(project):
     assert "a001" in result.output and "d001" in result.output and "b001" not in result.output
     result = run(project, "eval", "--version", "v1", "--allow-stale")
     assert result.exit_code == 0, result.output
+    # Said before the first item and after the table, and on the run's page (it was on its dataset only).
+    caution = "--allow-stale: 2 item(s) scored against GT passages the corpus changed or removed since they were"
+    assert result.output.count(caution) == 2, result.output
+    from ragtrack.api import run_markdown
+
+    run_id = next(line.split()[1] for line in result.output.splitlines() if line.startswith("run "))
+    assert caution in run_markdown(run_id, root=project)
 
     result = run(project, "golden", "fingerprint", "--item", "a001", "--item", "d001")
     assert result.exit_code == 0 and "a001, d001" in result.output

@@ -59,7 +59,8 @@ class EvalReport:
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
     warnings: dict[str, str] = field(default_factory=dict)  # the agent's (code → sentence), tagged on the run
     substituted: bool = False
-    limits: list[str] = field(default_factory=list, repr=False)  # what a --limit left out of the figures
+    # What the golden set as evaluated means for the figures: a --limit cut, stale GT let through.
+    limits: list[str] = field(default_factory=list, repr=False)
 
     @property
     def complete(self) -> bool:
@@ -120,7 +121,7 @@ class EvalSession:
     done: dict[str, ItemRecord] = field(default_factory=dict)  # items finished by an earlier process
     build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
     gates: dict[str, float] = field(default_factory=dict)  # the project's release gates, for the run's dry decision
-    limits: list[str] = field(default_factory=list)  # what a --limit leaves out of the figures
+    limits: dict[str, str] = field(default_factory=dict)  # caution code → message (see EvalReport.limits)
 
 
 @dataclass(frozen=True)
@@ -212,14 +213,20 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
         spec = spec.with_values({"llm": {"model": o.llm}})
     full, golden = golden, golden.limit(o.limit)
-    limits = []
+    limits: dict[str, str] = {}  # tagged ragtrack.warning.<code> on the run; its description lists them
     if missed := sorted({i.type for i in full.items} - {i.type for i in golden.items}):
-        limits.append(
+        limits["limit"] = (
             f"--limit {o.limit} takes the first {len(golden)} items in file order: no item of type "
             f"{', '.join(missed)}, so the per-type figures and the means speak for part of the golden set"
         )
-        progress.on_warning(limits[-1])
-    stale = check_ready(golden, corpus, allow_stale=o.allow_stale)
+    if stale := check_ready(golden, corpus, allow_stale=o.allow_stale):
+        ids = ", ".join(s.item_id for s in stale[:6]) + (f" and {len(stale) - 6} more" if len(stale) > 6 else "")
+        limits["stale_gt"] = (
+            f"--allow-stale: {len(stale)} item(s) scored against GT passages the corpus changed or removed "
+            f"since they were written ({ids}); their retrieval figures may be wrong (`ragtrack golden validate`)"
+        )
+    for message in limits.values():
+        progress.on_warning(message)
     min_overlap = config.eval.min_overlap
     language = o.judge_language or golden.language
     # The judge before the store: an unknown profile or an unset key must not leave a new empty store.
@@ -341,5 +348,5 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         setup=session.agent.setup.summary,
         warnings=dict(session.agent.setup.warnings),
         substituted=session.agent.substituted,
-        limits=session.limits,
+        limits=list(session.limits.values()),
     )

@@ -83,10 +83,11 @@ def golden_validate(ctx, golden_path, corpus_path):
         )
     if check.unanswered:
         err.print(
-            f"{len(check.unanswered)} item(s) have no GT answer yet: {', '.join(check.unanswered)} "
-            "(run `ragtrack golden answer`)",
+            f"{len(check.unanswered)} item(s) have no GT answer yet (run `ragtrack golden answer`):",
             highlight=False,
         )
+        for item_id in check.unanswered:  # at their lines, as every input problem is
+            err.print(f"  {check.golden.where(item_id)}: {item_id}: gt_answer is empty", highlight=False, markup=False)
     if check.unfingerprinted:
         console.print(
             f"[dim]{len(check.unfingerprinted)} item(s) carry no GT fingerprint, so edits to their passages "

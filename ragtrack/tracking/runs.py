@@ -48,11 +48,11 @@ def eval_tags(
     agent: Agent,
     model: ModelRef,
     full: GoldenSet,
-    limits: list[str],
+    limits: dict[str, str],
 ) -> dict[str, str]:
     """The tags compare/promote/versions search eval runs by, and the cautions its description shows
     (``full``: the golden set before a ``--limit`` cut it to ``golden``; ``limits``: what the cut left
-    out; the agent's warnings)."""
+    out, stale GT let through, by code; the agent's warnings)."""
     cut = len(golden) < len(full)
     return {
         Tag.RUN_TYPE: GENAI_EVALUATE,
@@ -66,7 +66,7 @@ def eval_tags(
         Tag.MODEL_VERSION: model.version,
         Tag.MODEL_ID: model.model_id,
         **{Tag.warning(code): message for code, message in agent.setup.warnings.items()},
-        **({Tag.warning("limit"): " ".join(limits)} if limits else {}),
+        **{Tag.warning(code): message for code, message in limits.items()},
         **({Tag.LIMITED: f"{len(golden)} of {len(full)}"} if cut else {}),
     }
 
