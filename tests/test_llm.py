@@ -130,6 +130,38 @@ def test_a_refused_key_opens_the_circuit_at_once_and_other_client_errors_do_not(
         assert not llm.run(EchoStep("echo"), "x").ok and llm.run(EchoStep("echo"), "y").ok
 
 
+def test_a_hung_endpoint_stops_the_run_after_its_limit_of_requests_without_a_reply_retries_included():
+    """Each call retried its timeouts: 8 calls × 5 attempts × the timeout (80 minutes at 120 s) before
+    the run stopped. Timed-out requests now count one by one: FAST's limit of 5, not 5 × 4."""
+    with FakeOpenAIServer(reply=lambda r: "ok", latency_s=1.0) as server:
+        llm = client(server, timeout=0.2, max_concurrency=1)
+        with pytest.raises(CircuitOpenError, match="5 requests in a row got no reply"):
+            for n in range(10):
+                llm.run(EchoStep("echo"), f"q{n}")
+        assert len(server.log.requests) == FAST.max_consecutive_failures
+
+
+def test_replies_that_cannot_be_read_stop_the_run_after_the_limit():
+    """A model whose every reply is unreadable cost two requests per judge call to the end of the run."""
+    with FakeOpenAIServer(reply=lambda r: "no idea") as server:
+        llm = client(server)
+        results = []
+        with pytest.raises(CircuitOpenError, match="5 replies in a row from .* could not be read; last: parse: no ok"):
+            for n in range(10):
+                results.append(llm.run(EchoStep("echo"), f"q{n}"))
+    assert len(results) == FAST.max_consecutive_failures and not any(r.ok for r in results)
+    assert len(server.log.requests) == 2 * FAST.max_consecutive_failures  # each with its repair round
+
+
+def test_retries_of_one_call_span_a_window_long_enough_for_a_restart():
+    """Full jitter over 0.5-8 s fit all five attempts into about 4 s: a 3-second outage left a judge
+    without a verdict in a run marked complete."""
+    policy = RetryPolicy()
+    windows = [sum(policy.delay(a, None) for a in range(policy.max_attempts - 1)) for _ in range(200)]
+    assert min(windows) >= 15.0 and max(windows) <= 31.0
+    assert policy.delay(0, retry_after=12.0) == 12.0  # a server's Retry-After wins when longer
+
+
 def test_runaway_generation_is_cut_and_counted():
     with FakeOpenAIServer(reply=lambda r: "ok") as server:
         server.inject(Fault("runaway"))

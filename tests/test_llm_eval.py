@@ -139,3 +139,17 @@ def test_malformed_judge_replies_never_crash_the_run_and_are_counted(project, en
     assert failed and all(v.raw for v in failed), "the raw reply is kept for every judge error"
     scored = [v for r in report.records for v in r.judges.values() if v.score is not None]
     assert len(scored) > len(failed), "most broken shapes are still read"
+
+
+def test_an_eval_whose_judge_gave_no_verdict_at_all_exits_1(project, monkeypatch):
+    """Every reply unreadable: the judge columns read n=0, the run was complete, and the exit status 0."""
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+
+    with FakeOpenAIServer(reply=lambda r: "I would rather not say.") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        command = ["--root", str(project), "eval", "--version", "v1", "--judge", "openai:m", "--limit", "1"]
+        result = CliRunner().invoke(main, command)
+    assert result.exit_code == 1 and "no judge verdict at all" in result.output, result.output

@@ -268,6 +268,7 @@ class PlatformAgent(ExternalAgent):
             min_concurrency=self.table.concurrency_floor,
             check=self.check,
             memory=self.endpoint_memory,
+            circuit=self.circuit,
         )
 
     def ask(self, question: str, usage: Usage) -> Reply:

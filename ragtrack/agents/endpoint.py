@@ -22,7 +22,7 @@ import httpx
 
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import PermanentError, TransientError
-from ragtrack.llm.client import RetryPolicy, call_with_retries
+from ragtrack.llm.client import Circuit, RetryPolicy, call_with_retries
 from ragtrack.llm.concurrency import AdaptiveLimiter
 from ragtrack.llm.memory import EndpointMemory
 from ragtrack.secrets import redact, without_credentials
@@ -102,9 +102,12 @@ class Endpoint:
         check: Check = standard_check,
         retry: RetryPolicy | None = None,
         memory: EndpointMemory | None = None,
+        circuit: Circuit | None = None,
     ):
         """``min_concurrency``: a floor the user knows the endpoint serves; ``memory``: where the
-        concurrency this endpoint sustains is remembered between runs."""
+        concurrency this endpoint sustains is remembered between runs; ``circuit``: the agent's,
+        which stops the run when requests keep getting no reply (see :class:`Circuit`)."""
+        self.circuit = circuit
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.check = check
@@ -136,7 +139,12 @@ class Endpoint:
         """
         try:
             body, latency = call_with_retries(
-                lambda: self._send(method, path, json_body, params, events), self.retry, self.limiter, usage, step
+                lambda: self._send(method, path, json_body, params, events),
+                self.retry,
+                self.limiter,
+                usage,
+                step,
+                self.circuit,
             )
         except Rejected as e:
             raise EndpointError(str(e), e.status, e.code) from None
@@ -157,7 +165,7 @@ class Endpoint:
                 r = self.client.request(method, url, json=json_body, params=params)
                 status, headers, body = r.status_code, r.headers, _parse(r.content)
         except httpx.TimeoutException:
-            raise TransientError(f"no reply within {self.timeout_s:g}s", overload=True) from None
+            raise TransientError(f"no reply within {self.timeout_s:g}s", overload=True, timed_out=True) from None
         except (httpx.TransportError, json.JSONDecodeError) as e:  # dropped connection, torn event stream
             raise TransientError(f"{type(e).__name__}: {e}") from None
         problem = self.check(status, body) or standard_check(status, body)
@@ -179,6 +187,7 @@ def bearer_endpoint(
     check: Check,
     min_concurrency: int = 1,
     memory: EndpointMemory | None = None,
+    circuit: Circuit | None = None,
 ) -> Endpoint:
     """An endpoint authenticated the way Dify and RAGFlow both do: ``Authorization: Bearer <key>``."""
     return Endpoint(
@@ -189,6 +198,7 @@ def bearer_endpoint(
         min_concurrency=min_concurrency,
         check=check,
         memory=memory,
+        circuit=circuit,
     )
 
 

@@ -107,6 +107,7 @@ class HttpAgent(ExternalAgent):
             max_concurrency=t.max_concurrency,
             min_concurrency=t.concurrency_floor,
             memory=self.endpoint_memory,
+            circuit=self.circuit,
         )
 
     def ask(self, question: str, usage: Usage) -> Reply:

@@ -71,6 +71,13 @@ class EvalReport:
         """At least one item got an answer (a run where every call failed measured nothing)."""
         return any(r.answered for r in self.records)
 
+    @property
+    def judged(self) -> bool:
+        """A judge gave at least one verdict, or no judge was asked (a run whose every judge call failed or
+        was unreadable has no judge figure at all)."""
+        verdicts = [j for r in self.records for j in r.judges.values()]
+        return not verdicts or any(j.score is not None for j in verdicts)
+
     def cautions(self) -> list[str]:
         """What the figures depend on: question types a ``limit`` left out, the agent's warnings (a
         substituted model, an English embedder on Chinese text), questions without an answer, replies

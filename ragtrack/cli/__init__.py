@@ -190,7 +190,7 @@ def main(ctx: click.Context, root: str) -> None:
     Exit status, for scripts and CI:
       0  done (promote: promoted, or already the champion)
       1  a verdict against you: promote refused, golden set not ready, audit failed,
-         eval got no answer at all
+         eval stopped early or got no answer (or no judge verdict) at all
       2  bad input, configuration or store: one line on stderr, file:line where there is one
       130 / 143  interrupted (Ctrl-C / SIGTERM): an eval keeps its items and resumes
     Progress goes to stderr, results to stdout.

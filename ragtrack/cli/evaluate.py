@@ -213,4 +213,8 @@ def eval_cmd(
     write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
     if report.records and not report.measured:
         err.print("[bold red]no question got an answer:[/] nothing was measured (see the errors above)")
-    sys.exit(0 if report.complete and report.measured else 1)
+    elif not report.judged:
+        err.print(
+            "[bold red]no judge verdict at all:[/] every judge call failed or was unreadable (see the errors above)"
+        )
+    sys.exit(0 if report.complete and report.measured and report.judged else 1)

@@ -42,10 +42,11 @@ class CallError(Exception):
 class TransientError(CallError):
     """A failure worth retrying: 429, 5xx, timeout, dropped connection."""
 
-    def __init__(self, message: str, retry_after: float | None = None, overload: bool = False):
+    def __init__(self, message: str, retry_after: float | None = None, overload: bool = False, timed_out: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
         self.overload = overload  # the endpoint said "slow down" (429/503): shrink concurrency
+        self.timed_out = timed_out  # no reply within the timeout (counted by the circuit, attempt by attempt)
 
 
 class PermanentError(CallError):

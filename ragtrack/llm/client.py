@@ -45,17 +45,21 @@ class CircuitOpenError(RagtrackError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 5
-    base_delay_s: float = 0.5
+    # Six attempts, 15-31 s of backoff between the first and the last: a server restarting (a vLLM
+    # reloading its model, a proxy failing over) is ridden out instead of leaving holes in the run.
+    max_attempts: int = 6
+    base_delay_s: float = 1.0
     max_delay_s: float = 30.0
     # After this many steps in a row fail, stop instead of burning through the rest.
     max_consecutive_failures: int = 8
     sleep: Callable[[float], None] = time.sleep  # injectable: tests wait on a fake clock
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with full jitter; a server's Retry-After wins when longer."""
-        backoff = random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
-        return max(backoff, min(retry_after or 0.0, self.max_delay_s))
+        """Exponential backoff with equal jitter (half of it fixed, so the retries of one call span a
+        known window; full jitter could spend all of them within a second); a server's Retry-After
+        wins when longer."""
+        cap = min(self.max_delay_s, self.base_delay_s * 2**attempt)
+        return max(random.uniform(cap / 2, cap), min(retry_after or 0.0, self.max_delay_s))
 
 
 class Circuit:
@@ -63,24 +67,49 @@ class Circuit:
 
     Shared by judge calls and agent calls: each failure is recorded on its item (the one that
     reaches the limit too), and the next call stops the run cleanly (:class:`CircuitOpenError`).
+    Requests that got no reply within the timeout are counted one by one, retries included: a
+    hung server would otherwise cost ``limit`` calls × their attempts × the timeout (80 minutes
+    at 120 s) before the run stopped.
     """
 
     def __init__(self, limit: int, what: str, where: str):
         self.limit, self.what, self.where = limit, what, where
         self._in_a_row = 0
+        self._timeouts = 0  # requests in a row without a reply, retries included
+        self._unreadable = 0  # replies in a row that could not be read, repair round included
         self._last = ""
         self._lock = threading.Lock()
 
     def check(self) -> None:
-        """Before a call: raises :class:`CircuitOpenError` once ``limit`` calls in a row failed."""
+        """Before a call or a retry: raises :class:`CircuitOpenError` once ``limit`` calls in a row
+        failed, or ``limit`` requests in a row got no reply."""
         with self._lock:
-            n, last = self._in_a_row, self._last
+            n, timeouts, unreadable, last = self._in_a_row, self._timeouts, self._unreadable, self._last
         if n >= self.limit:
             raise CircuitOpenError(f"{n} {self.what} failed in a row against {self.where}; last: {last}")
+        if timeouts >= self.limit:
+            raise CircuitOpenError(f"{timeouts} requests in a row got no reply from {self.where}; last: {last}")
+        if unreadable >= self.limit:
+            raise CircuitOpenError(
+                f"{unreadable} replies in a row from {self.where} could not be read; last: {last} "
+                "(does the model follow the prompt's format? a larger max_tokens?)"
+            )
 
     def success(self) -> None:
         with self._lock:
-            self._in_a_row = 0
+            self._in_a_row = self._timeouts = 0
+
+    def timed_out(self, error: str) -> None:
+        with self._lock:
+            self._timeouts += 1
+            self._last = error
+
+    def read(self, error: str | None) -> None:
+        """A reply was read (``error`` None) or could not be, even after the repair round: a model
+        whose every reply is unreadable costs a judge error per call, so ``limit`` in a row stop the run."""
+        with self._lock:
+            self._unreadable = 0 if error is None else self._unreadable + 1
+            self._last = error or self._last
 
     def failure(self, error: str) -> None:
         """Count one failure (the next :meth:`check` stops the run once ``limit`` are in a row)."""
@@ -94,18 +123,26 @@ class Circuit:
 
 
 def call_with_retries(
-    call: Callable[[], T], retry: RetryPolicy, limiter: AdaptiveLimiter, usage: Usage, step: str
+    call: Callable[[], T],
+    retry: RetryPolicy,
+    limiter: AdaptiveLimiter,
+    usage: Usage,
+    step: str,
+    circuit: Circuit | None = None,
 ) -> tuple[T, float]:
     """``call()`` inside a limiter slot, retried on :class:`TransientError` with backoff (a server's
     Retry-After honoured, overload signals shrinking the limit); returns its value and latency.
 
     Retries are counted in ``usage``. Raises :class:`PermanentError` at once and
-    :class:`TransientError` after the last attempt.
+    :class:`TransientError` after the last attempt; ``circuit`` counts timed-out attempts and
+    stops the retries (:class:`CircuitOpenError`) once the endpoint is judged down.
     """
     last: Exception | None = None
     for attempt in range(retry.max_attempts):
         if attempt:
             usage.retries += 1
+        if circuit is not None:
+            circuit.check()
         try:
             with limiter.slot() as sent:
                 started = time.monotonic()
@@ -115,6 +152,8 @@ def call_with_retries(
             last = e
             if e.overload:
                 limiter.on_overload()
+            if e.timed_out and circuit is not None:
+                circuit.timed_out(str(e))
             if attempt + 1 < retry.max_attempts:
                 retry.sleep(retry.delay(attempt, e.retry_after))
             continue
@@ -200,7 +239,9 @@ class LLM:
                 self.circuit.refused(redact(str(e)))
             return self._failed(usage, f"call failed: {e}", endpoint_down=True)
         try:
-            return StepResult(self._parse(step, messages, params, first, first_cached), raw=first.text, usage=usage)
+            value = self._parse(step, messages, params, first, first_cached)
+            self.circuit.read(None)
+            return StepResult(value, raw=first.text, usage=usage)
         except ParseError as e:
             error = str(e)
 
@@ -215,8 +256,11 @@ class LLM:
         except (TransientError, PermanentError) as e:
             return self._failed(usage, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
         try:
-            return StepResult(self._parse(step, repair, params, second, second_cached), raw=second.text, usage=usage)
+            value = self._parse(step, repair, params, second, second_cached)
+            self.circuit.read(None)
+            return StepResult(value, raw=second.text, usage=usage)
         except ParseError as e:
+            self.circuit.read(redact(f"parse: {e}"))
             return self._failed(usage, f"parse: {e}", f"{first.text}\n--- repair ---\n{second.text}")
 
     def _parse(
@@ -270,7 +314,7 @@ class LLM:
                 return hit, True
         backend = self.backend
         completion, latency = call_with_retries(
-            lambda: backend.chat(messages, params), self.retry, self.limiter, usage, step
+            lambda: backend.chat(messages, params), self.retry, self.limiter, usage, step, self.circuit
         )
         completion = replace(completion, text=redact(completion.text))
         self.circuit.success()

@@ -110,9 +110,8 @@ class OpenAIBackend:
                     self._failing = True  # every mode failed alike
                 raise self._classify(e) from None
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as e:
-                raise TransientError(
-                    f"{type(e).__name__}: {e}", overload=isinstance(e, self._openai.APITimeoutError)
-                ) from None
+                timed_out = isinstance(e, self._openai.APITimeoutError)
+                raise TransientError(f"{type(e).__name__}: {e}", overload=timed_out, timed_out=timed_out) from None
             except Exception as e:  # malformed or truncated body from the server
                 raise TransientError(f"bad response: {type(e).__name__}: {e}") from None
             self._failing = False
