@@ -258,26 +258,41 @@ class Staleness:
     changed: tuple[str, ...] = ()  # GT passages whose text differs from the fingerprint
     missing: tuple[str, ...] = ()  # GT passages the corpus no longer has
     unrecorded: tuple[str, ...] = ()  # GT passages added after the fingerprint was taken
+    # A changed or missing GT passage whose recorded text is now, unchanged, under another ID (a
+    # line added above shifts positional IDs, a renamed file moves them): old ID → new ID.
+    moved: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
+        now_at = dict(self.moved)
+
+        def at(pid: str) -> str:
+            return f" (its text is now {now_at[pid]})" if pid in now_at else ""
+
         parts = [
-            *(f"GT passage {pid} changed" for pid in self.changed),
-            *(f"GT passage {pid} disappeared from the corpus" for pid in self.missing),
+            *(f"GT passage {pid} changed{at(pid)}" for pid in self.changed),
+            *(f"GT passage {pid} disappeared from the corpus{at(pid)}" for pid in self.missing),
             *(f"GT passage {pid} has no fingerprint (GT edited by hand?)" for pid in self.unrecorded),
         ]
         return f"{self.where}: {self.item_id}: " + "; ".join(parts)
 
 
 def stale_advice(stale: list[Staleness]) -> str:
-    """What to do about stale items: a changed text is reviewed and accepted; a passage that
-    disappeared (a heading renamed, a document moved) needs the item's IDs fixed first."""
+    """What to do about stale items: a passage whose text moved to another ID is pointed at it; a
+    changed text is reviewed and accepted; one that disappeared needs the item's IDs fixed first."""
     steps = []
-    if gone := [s.item_id for s in stale if s.missing]:
+    if moved := [s.item_id for s in stale if s.moved]:
+        steps.append(
+            f"in {', '.join(moved)}, replace each GT ID whose text moved by the ID it is now at, then "
+            "`ragtrack golden fingerprint --id ID` (accepting the old ID's new text would point the item "
+            "at another passage)"
+        )
+    if gone := [s.item_id for s in stale if set(s.missing) - {old for old, _ in s.moved}]:
         steps.append(
             f"point the gt_context_ids of {', '.join(gone)} at the passages' new IDs "
             '(`ragtrack corpus search "<words of the passage>"`)'
         )
-    steps.append("review the answers, then `ragtrack golden fingerprint --id ID` to accept the new text")
+    if any(set(s.changed) - {old for old, _ in s.moved} for s in stale):
+        steps.append("review the answers, then `ragtrack golden fingerprint --id ID` to accept the new text")
     return "; ".join(steps) + "; or pass --allow-stale to score them as they are"
 
 
@@ -288,6 +303,7 @@ def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
     (:func:`unfingerprinted` names them).
     """
     out = []
+    by_text: dict[str, list[str]] | None = None  # fingerprint → passage IDs, built once it is needed
     for item in golden.items:
         if not item.gt_fingerprint:
             continue
@@ -296,7 +312,16 @@ def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
         unrecorded = tuple(pid for pid in now if pid not in item.gt_fingerprint)
         changed = tuple(pid for pid, fp in now.items() if pid in item.gt_fingerprint and item.gt_fingerprint[pid] != fp)
         if missing or unrecorded or changed:
-            out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded))
+            if by_text is None:
+                by_text = {}
+                for pid, passage in corpus.passages.items():
+                    by_text.setdefault(passage_fingerprint(passage.text), []).append(pid)
+            moved = tuple(
+                (pid, found[0])
+                for pid in (*changed, *missing)
+                if pid in item.gt_fingerprint and len(found := by_text.get(item.gt_fingerprint[pid], [])) == 1
+            )
+            out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded, moved))
     return out
 
 

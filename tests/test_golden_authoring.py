@@ -210,7 +210,9 @@ def test_audit_and_validate_flag_items_without_answers(project):
     result = run(project, "golden", "audit")
     assert result.exit_code == 1 and "no GT answer yet" in result.output
     result = run(project, "eval", "--version", "v1")
-    assert result.exit_code == 2 and "no GT answer yet (b001)" in result.output
+    assert (
+        result.exit_code == 2 and "no GT answer yet" in result.output and ": b001: gt_answer is empty" in result.output
+    )
 
 
 def test_a_gt_passage_that_disappears_is_stale_not_a_typo(project):
@@ -226,6 +228,33 @@ def test_a_gt_passage_that_disappears_is_stale_not_a_typo(project):
     assert result.exit_code == 2 and "point the gt_context_ids of a001 at the passages' new IDs" in result.output
     result = run(project, "golden", "fingerprint", "--id", "a001")
     assert result.exit_code == 2 and "fix the items' gt_context_ids first" in result.output
+
+
+def test_a_gt_passage_whose_text_moved_to_another_id_is_pointed_at_it(tmp_path):
+    """A paragraph added at the top of a .txt shifts its positional IDs: the advice was to accept the
+    GT ID's new text, which pointed the item at the neighbouring paragraph (only `audit` caught it)."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import GoldenItem, load_golden, stale_advice, staleness, with_fingerprint
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    paragraphs = [f"Paragraph {n}: " + "words about backups and restores. " * 40 for n in range(4)]
+    (kb / "notes.txt").write_text("\n\n".join(paragraphs), encoding="utf-8")
+    before = load_corpus(kb)
+    old = next(pid for pid, p in before.passages.items() if p.text.startswith("Paragraph 2"))
+    item = GoldenItem(id="a1", question="How long?", type="A", gt_context_ids=[old], gt_answer="Thirty days.")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(with_fingerprint(item, before).to_line() + "\n", encoding="utf-8")
+
+    (kb / "notes.txt").write_text("\n\n".join(["A new opening. " * 60, *paragraphs]), encoding="utf-8")
+    after = load_corpus(kb)
+    new = next(pid for pid, p in after.passages.items() if p.text.startswith("Paragraph 2"))
+    assert new != old and after.passages[new].text == before.passages[old].text
+    [stale] = staleness(load_golden(golden, after), after)
+    assert stale.moved == ((old, new),) and f"(its text is now {new})" in str(stale)
+    advice = stale_advice([stale])
+    assert "in a1, replace each GT ID whose text moved by the ID it is now at" in advice
+    assert "to accept the new text" not in advice
 
 
 def test_fingerprints_stay_out_of_the_digest_of_the_shipped_golden_set(tmp_path):
