@@ -157,7 +157,12 @@ class OpenAIBackend:
     @staticmethod
     def _completion(response: Any, latency: float) -> Completion:
         if not getattr(response, "choices", None):
-            raise TransientError("response without choices")
+            # Not a server failing for a moment, so not retried: a web page where the API should be
+            # (a base_url without /v1), or a gateway that answers with no completion at all.
+            shown = f"text ({response[:80]!r})" if isinstance(response, str) else "no choices"
+            raise PermanentError(
+                f"HTTP 200 with {shown}, not a chat completion: is base_url the API's (it often ends in /v1)?"
+            )
         choice = response.choices[0]
         text = (choice.message.content or "") if choice.message else ""
         usage = getattr(response, "usage", None)
