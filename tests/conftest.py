@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +87,7 @@ def mlflow_process(command: str, *args: str, timeout: float = 120) -> Iterator[s
         [sys.executable, "-m", "mlflow", command, *args, "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # stopped as a group: its uvicorn workers outlive a SIGTERM to it alone
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
@@ -101,5 +104,8 @@ def mlflow_process(command: str, *args: str, timeout: float = 120) -> Iterator[s
     try:
         yield url
     finally:
-        server.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)

@@ -379,6 +379,56 @@ def test_ui_against_a_tracking_server_names_its_ui_instead_of_crashing_mlflow_ui
     assert "pw" not in result.output
 
 
+def test_ragtrack_ui_stops_the_whole_server_on_sigterm(project):
+    """`ragtrack ui` became `mlflow ui`, whose uvicorn workers outlived a SIGTERM, holding the port."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    (project / "mlruns").mkdir()
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "ui", "--port", port],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+    def serving() -> list[str]:  # processes whose command line holds our port (procps may be absent)
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--port" in args and port.encode() in args and cmdline.parent.name != str(ui.pid):
+                found.append(cmdline.parent.name)
+        return found
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+            break
+        except OSError:
+            assert time.monotonic() < deadline and ui.poll() is None, "the UI did not come up"
+            time.sleep(0.5)
+    assert len(serving()) >= 2  # mlflow ui and its uvicorn
+    ui.send_signal(signal.SIGTERM)
+    assert ui.wait(timeout=30) == 143
+    deadline = time.monotonic() + 15
+    while serving() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not serving(), "server processes outlived `ragtrack ui`"
+
+
 def test_the_users_mlflow_tracking_uri_still_counts_after_a_call_with_another_store(project, tmp_path, monkeypatch):
     """MLflow exports the URI it is pointed at; a call with ``tracking_uri=`` replaced the user's
     MLFLOW_TRACKING_URI, and the next call without one silently used the project's default store."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
+import subprocess
 
 import click
 
@@ -68,7 +71,21 @@ def ui(ctx, port, host, tracking_uri):
 
     cmd = ui_command(root=project_root(ctx), tracking_uri=tracking_uri, host=host, port=port)
     console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
-    os.execv(cmd[0], cmd)
+    # Its own process group, stopped as a whole: `mlflow ui` left its server workers running on
+    # SIGTERM (and on Ctrl+C), holding the port.
+    server = subprocess.Popen(cmd, start_new_session=True)
+    try:
+        server.wait()
+    finally:
+        if server.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # workers the server itself left behind
 
 
 @main.group()
