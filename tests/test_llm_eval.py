@@ -86,6 +86,24 @@ def test_the_api_key_never_reaches_the_store_artifacts_or_cache(project, endpoin
     assert not leaked, leaked  # ...and no part of it was written anywhere
 
 
+@pytest.mark.parametrize("fault", ["401", "404"])
+def test_a_refused_key_or_unknown_model_stops_at_once_with_exit_2_and_no_resume_advice(project, endpoint, fault):
+    """A wrong model name took eight failed calls and exit 1 with "run the same command again to resume"
+    (a configuration to fix, `ragtrack --help`'s exit 2)."""
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+    from ragtrack.llm.fake_server import Fault
+
+    endpoint.inject(*[Fault(fault)] * 50)
+    command = ["--root", str(project), "eval", "--version", "v1", "--judge", "openai:no-such-model"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2, result.output
+    said = "refused the API key" if fault == "401" else "answered 404 (no such model, or base_url is not the API's)"
+    assert said in result.output and "fix the key, model or base_url" in result.output
+    assert "to resume" not in result.output and len(endpoint.log.requests) <= 4  # the first contact, at most
+
+
 def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, endpoint):
     endpoint.fault_rate = 0.3
     report = evaluate("v3", root=project, llm="openai:fake-model", judge="openai:fake-model", use_cache=False)

@@ -56,6 +56,7 @@ class EvalReport:
     params: dict[str, str] = field(repr=False)
     resumed: int = 0
     stopped_early: str | None = None
+    refused: bool = False  # stopped because an endpoint refused the configuration (key, model, URL)
     setup: str = ""  # what getting the agent ready did: "index from cache", "index built"
     warnings: dict[str, str] = field(default_factory=dict)  # the agent's (code → sentence), tagged on the run
     substituted: bool = False
@@ -352,6 +353,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         params=session.params,
         resumed=outcome.resumed,
         stopped_early=outcome.stopped_early,
+        refused=outcome.refused,
         setup=session.agent.setup.summary,
         warnings=dict(session.agent.setup.warnings),
         substituted=session.agent.substituted,

@@ -199,7 +199,10 @@ def eval_cmd(
         console.print(render(report.findings), markup=False, highlight=False)
     if report.stopped_early:
         err.print(f"[bold red]stopped early:[/] {escape(str(report.stopped_early))}")
-        err.print("finished items are logged; run the same command again to resume.")
+        if report.refused:  # a configuration to fix, not an outage to wait out
+            err.print("fix the key, model or base_url, then run the same command again: finished items are kept.")
+        else:
+            err.print("finished items are logged; run the same command again to resume.")
     setup = f" · {report.setup}" if report.setup else ""
     console.print(f"run [bold]{report.run_id}[/] · model version {report.model_version}{setup}")
     from ragtrack.secrets import without_credentials
@@ -217,4 +220,4 @@ def eval_cmd(
         err.print(
             "[bold red]no judge verdict at all:[/] every judge call failed or was unreadable (see the errors above)"
         )
-    sys.exit(0 if report.complete and report.measured and report.judged else 1)
+    sys.exit(2 if report.refused else 0 if report.complete and report.measured and report.judged else 1)

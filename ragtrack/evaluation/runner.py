@@ -29,7 +29,7 @@ from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.scoring import item_record, judge_input, judges_for, score_item
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
-from ragtrack.llm.client import CircuitOpenError
+from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
 from ragtrack.records import ItemRecord, JudgeRecord
 
 
@@ -38,6 +38,7 @@ class EvalOutcome:
     records: list[ItemRecord]
     resumed: int = 0  # items taken from a checkpoint
     stopped_early: str | None = None  # why the run stopped before the last item
+    refused: bool = False  # stopped because the endpoint refused its configuration (key, model, URL)
 
 
 class Checkpoint:
@@ -169,18 +170,23 @@ def run_items(
         if on_item:
             on_item(record)
 
-    stopped: str | None = None
+    stopped: CircuitOpenError | None = None
     if agent.max_concurrency <= 1 and panel.llm.workers <= 1:
         for item in todo:
             try:
                 finish(answer_and_score(item, agent, panel))
             except CircuitOpenError as e:
-                stopped = str(e)
+                stopped = e
                 break
     else:
         stopped = _pipeline(todo, agent, panel, finish)
     records = [done[i.id] for i in golden.items if i.id in done]
-    return EvalOutcome(records=records, resumed=resumed, stopped_early=stopped)
+    return EvalOutcome(
+        records=records,
+        resumed=resumed,
+        stopped_early=str(stopped) if stopped else None,
+        refused=isinstance(stopped, EndpointRefusedError),
+    )
 
 
 @dataclass
@@ -197,7 +203,7 @@ class _Item:
 
 def _pipeline(
     todo: list[GoldenItem], agent: Agent, panel: JudgePanel, finish: Callable[[ItemRecord], None]
-) -> str | None:
+) -> CircuitOpenError | None:
     """answer → judge with a pool per stage; returns why it stopped early, if it did."""
     answer_workers, judge_workers = max(1, agent.max_concurrency), max(1, panel.llm.workers)
     answerers = ThreadPoolExecutor(answer_workers, thread_name_prefix="answer")
@@ -205,7 +211,7 @@ def _pipeline(
     queue = deque(todo)
     answering: dict[Future, _Item] = {}
     judging: dict[Future, _Item] = {}
-    stopped: str | None = None
+    stopped: CircuitOpenError | None = None
     interrupted = True
     try:
         while (queue and stopped is None) or answering or judging:
@@ -221,7 +227,7 @@ def _pipeline(
                 try:
                     result = future.result()
                 except CircuitOpenError as e:
-                    stopped = stopped or str(e)
+                    stopped = stopped or e
                     continue
                 if work.output is None:  # an answer: one call per judge that can judge it (judges_for)
                     work.output = result

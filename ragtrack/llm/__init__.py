@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ragtrack.caches import cache_path
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.base import ChatBackend, ChatParams, Completion, ParseError, Step, StepResult
-from ragtrack.llm.client import LLM, CircuitOpenError, RetryPolicy
+from ragtrack.llm.client import LLM, CircuitOpenError, EndpointRefusedError, RetryPolicy
 from ragtrack.llm.concurrency import AdaptiveLimiter
 from ragtrack.llm.memory import EndpointMemory, backend_limiter, shared_memory
 
@@ -27,6 +27,7 @@ __all__ = [
     "ChatBackend",
     "ChatParams",
     "CircuitOpenError",
+    "EndpointRefusedError",
     "Completion",
     "ParseError",
     "RetryPolicy",

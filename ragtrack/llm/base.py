@@ -58,8 +58,9 @@ class PermanentError(CallError):
 
     @property
     def refused(self) -> bool:
-        """The endpoint refused the credentials (401, 403): every later call would fail alike."""
-        return self.status in (401, 403)
+        """The endpoint refused the credentials (401, 403) or has no such model or path (404): every
+        later call would fail alike."""
+        return self.status in (401, 403, 404)
 
 
 @dataclass(frozen=True)

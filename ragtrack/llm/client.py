@@ -43,6 +43,10 @@ class CircuitOpenError(RagtrackError):
     """Too many consecutive failures: the endpoint is down; stop the run cleanly."""
 
 
+class EndpointRefusedError(CircuitOpenError):
+    """The endpoint refused the configuration (the key, the model, the URL): fix it, then resume."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     # Six attempts, 15-31 s of backoff between the first and the last: a server restarting (a vLLM
@@ -117,9 +121,14 @@ class Circuit:
             self._in_a_row += 1
             self._last = error
 
-    def refused(self, error: str) -> None:
-        """The endpoint refused the key: no later call can succeed, so stop now, not after ``limit``."""
-        raise CircuitOpenError(f"{self.where} refused the API key: {error}")
+    def refused(self, error: str, status: int = 401) -> None:
+        """The endpoint refused the key (401/403) or knows no such model or path (404): no later call
+        can succeed, so stop now, not after ``limit``."""
+        if status == 404:
+            raise EndpointRefusedError(
+                f"{self.where} answered 404 (no such model, or base_url is not the API's): {error}"
+            )
+        raise EndpointRefusedError(f"{self.where} refused the API key: {error}")
 
 
 def call_with_retries(
@@ -236,7 +245,7 @@ class LLM:
         except (TransientError, PermanentError) as e:
             if isinstance(e, PermanentError) and e.refused:
                 usage.failed += 1
-                self.circuit.refused(redact(str(e)))
+                self.circuit.refused(redact(str(e)), e.status)
             return self._failed(usage, f"call failed: {e}", endpoint_down=True)
         try:
             value = self._parse(step, messages, params, first, first_cached)

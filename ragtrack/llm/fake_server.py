@@ -48,7 +48,8 @@ def default_reply(request: dict[str, Any]) -> str:
 class Fault:
     """One injected misbehaviour, consumed by the next request."""
 
-    kind: str  # "429" | "500" | "503" | "400" | "401" | "slow" | "malformed" | "truncated" | "runaway" | "drop"
+    # "429" | "500" | "503" | "400" | "401" | "404" | "slow" | "malformed" | "truncated" | "runaway" | "drop"
+    kind: str
     seconds: float = 0.0  # Retry-After for 429, delay for "slow"
 
 
@@ -215,6 +216,9 @@ class FakeOpenAIServer:
                     if fault.kind == "401":  # like OpenAI, quote the key that was sent
                         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                         return self._send(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+                    if fault.kind == "404":  # a model name the server does not serve, as vLLM and OpenAI say it
+                        message = f"The model `{body.get('model')}` does not exist."
+                        return self._send(404, {"error": {"message": message, "code": "model_not_found"}})
                     if fault.kind == "400":  # a request this endpoint will not take (too long, say)
                         return self._send(400, {"error": {"message": "bad request"}})
                     if fault.kind in ("500", "503"):
