@@ -43,6 +43,7 @@ a version's chunk (itself a span) can be mapped back to the passages it covers.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -54,6 +55,22 @@ from pathlib import Path
 from ragtrack.errors import InputError, Problem
 from ragtrack.files import read_jsonl, read_text
 from ragtrack.text import language_of
+
+
+def suggestion(name: str, known: list[str]) -> str:
+    """ "; did you mean: …" for a passage or document ``name`` that is not in ``known``: first the one
+    that differs only by full-width characters, spaces or case (an ID typed as a heading is displayed),
+    else the closest spellings, else where to list them."""
+    folded = {_fold(k): k for k in known}
+    if (same := folded.get(_fold(name))) is not None:
+        return f"; did you mean: {same}"
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    return f"; did you mean: {', '.join(close)}" if close else "; `ragtrack corpus ls` lists them"
+
+
+def _fold(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).lower()
+
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 PASSAGE_SUFFIXES = (".jsonl", ".ndjson", ".json")

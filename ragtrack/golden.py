@@ -29,7 +29,7 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragtrack.corpus import Corpus
+from ragtrack.corpus import Corpus, suggestion
 from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
 from ragtrack.files import atomic_write_text, read_jsonl, read_text
 from ragtrack.text import language_of
@@ -203,7 +203,8 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     for n, item in rows:
         unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages and cid not in item.gt_fingerprint]
         for cid in unknown:
-            problems.append(Problem(str(path), f"unknown context id {cid!r}", n, "gt_context_ids"))
+            hint = suggestion(cid, list(corpus.passages))
+            problems.append(Problem(str(path), f"unknown context id {cid!r}{hint}", n, "gt_context_ids"))
         if not unknown:
             items.append(item)
     if problems:

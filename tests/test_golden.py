@@ -19,6 +19,18 @@ def test_tiny_golden_loads(tiny_corpus):
     assert golden.language == "en"
 
 
+def test_an_unknown_gt_id_typed_with_full_width_marks_or_spaces_names_the_id_it_meant(tiny_corpus, tmp_path):
+    """"unknown context id" alone, where `corpus show` would have suggested the ID."""
+    cfg = "guides/sampler.md#sampler-guide/guidance/cfg-value"
+    typed = cfg.replace("#", "＃").replace("/", "／") + " "  # as an IME types it, with a trailing space
+    row = {"id": "x", "question": "q?", "type": "A", "gt_context_ids": [typed], "gt_answer": "a"}
+    path = tmp_path / "g.jsonl"
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_golden(path, tiny_corpus)
+    assert str(e.value.problems[0]).endswith(f"unknown context id {typed!r}; did you mean: {cfg}")
+
+
 def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_path):
     good = {"id": "x", "question": "q?", "type": "A", "gt_context_ids": ["notes.txt"], "gt_answer": "a"}
     rows = [
@@ -35,7 +47,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     with pytest.raises(InputError) as e:
         load_golden(path, tiny_corpus)
     got = [str(p) for p in e.value.problems]
-    assert f"{path}:2: gt_context_ids: unknown context id 'nope.md#missing'" in got
+    assert any(g.startswith(f"{path}:2: gt_context_ids: unknown context id 'nope.md#missing'") for g in got)
     assert f"{path}:3: id: duplicate item id 'x' (first on line 1)" in got
     assert f"{path}:4: question: must not be empty" in got
     assert any(g.startswith(f"{path}:5: type: unknown value 'E'") for g in got)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragtrack.config import load_config
-from ragtrack.corpus import Corpus, Document, Passage
+from ragtrack.corpus import Corpus, Document, Passage, suggestion
 from ragtrack.errors import RagtrackError
 from ragtrack.golden import passage_fingerprint
 
@@ -61,7 +60,7 @@ def select_documents(corpus: Corpus, names: list[str]) -> list[Document]:
         prefix = name.rstrip("/") + "/"
         found = [d for d in corpus.documents.values() if d.id == name or d.id.startswith(prefix)]
         if not found:
-            raise RagtrackError(f"no document {name!r} in {corpus.source}{_suggest(name, list(corpus.documents))}")
+            raise RagtrackError(f"no document {name!r} in {corpus.source}{suggestion(name, list(corpus.documents))}")
         picked += [d for d in found if d not in picked]
     order = {doc_id: n for n, doc_id in enumerate(corpus.documents)}
     return sorted(picked, key=lambda d: order[d.id])
@@ -71,7 +70,7 @@ def show_passage(passage_id: str, *, root: str | Path = ".", corpus_path: str | 
     """One passage with its full text."""
     corpus = open_corpus(root, corpus_path)
     if passage_id not in corpus.passages:
-        hint = _suggest(passage_id, list(corpus.passages))
+        hint = suggestion(passage_id, list(corpus.passages))
         raise RagtrackError(f"no passage {passage_id!r} in {corpus.source}{hint}")
     return PassageRow.of(corpus.passages[passage_id], with_text=True)
 
@@ -97,8 +96,3 @@ def search_passages(
     embedding = embedding or default_embedding(corpus.language)
     mode = resolve_mode(mode, corpus.language, embedding)
     return mode, PassageSearch(corpus, load_config(root).cache_dir, mode, embedding).search(query, k)
-
-
-def _suggest(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-    return f"; did you mean: {', '.join(close)}" if close else "; `ragtrack corpus ls` lists them"

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragtrack.corpus import Corpus
+from ragtrack.corpus import Corpus, suggestion
 from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
 from ragtrack.files import atomic_write_text
 from ragtrack.golden import (
@@ -135,7 +135,10 @@ def accept(
             problems += problems_from_validation(where, e, n, noun="field", model=GoldenItem)
             continue
         unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages]
-        problems += [Problem(where, f"unknown context id {cid!r}", n, "gt_context_ids") for cid in unknown]
+        problems += [
+            Problem(where, f"unknown context id {cid!r}{suggestion(cid, list(corpus.passages))}", n, "gt_context_ids")
+            for cid in unknown
+        ]
         if not unknown:
             problems += [Problem(where, msg, n, "gt_context_ids") for msg in shape_problems(item, corpus)]
         if item.id in existing:
