@@ -380,14 +380,22 @@ def split_document(
     passages: list[Passage] = []
     seen: dict[str, int] = {}
     for start, end, path, heading_line, line_no in sections:
-        pid = doc_id + ("#" + "/".join(slugify(h) for h in path) if path else "")
+        base = doc_id + ("#" + "/".join(slugify(h) for h in path) if path else "")
         # Count every section, bodiless ones too, so adding a body never renames a sibling.
-        seen[pid] = seen.get(pid, 0) + 1
-        if seen[pid] > 1:
-            pid = f"{pid}~{seen[pid]}"
+        seen[base] = seen.get(base, 0) + 1
+        pid = base if seen[base] == 1 else f"{base}~{seen[base]}"
         body = text[start:end]
         if not body[len(heading_line) :].strip():
             continue
+        if seen[base] > 1:  # headings that differ only in punctuation, spacing or width slug alike
+            warnings.append(
+                Problem(
+                    "",
+                    f"heading {heading_line.strip()!r} gives the ID of an earlier section ({base}): this one is "
+                    f"{pid}, which changes if the sections are reordered; retitle one of them",
+                    line_no + 1,
+                )
+            )
         if not path and heads and _reads_as_title(body):
             continue  # a title line above the first heading names the document, like a bodiless heading
         end = start + len(body.rstrip())  # spans hold text only
@@ -403,8 +411,9 @@ def split_document(
             warnings.append(
                 Problem(
                     "",
-                    f"{where} is {end - start} characters (limit {max_passage_chars}): split at paragraphs into "
-                    f"{len(pieces)} passages {pid}, {pid}~p2 … {pid}~p{len(pieces)}",
+                    f"{where} is {end - start} characters (limit {max_passage_chars}): split at paragraphs "
+                    f"(then lines, then sentence ends) into {len(pieces)} passages {pid}"
+                    + (f" and {pid}~p2" if len(pieces) == 2 else f", {pid}~p2 … {pid}~p{len(pieces)}"),
                     line_no + 1,
                 )
             )

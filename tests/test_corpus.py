@@ -45,9 +45,18 @@ def test_markdown_ids_follow_heading_paths_and_spans_cover_text():
 
 def test_empty_sections_are_skipped_and_duplicate_paths_get_a_suffix():
     text = "# A\n\n## B\n\n## B\n\nsecond b\n\n## C\n\nc body\n\n## C\n\nmore c\n"
-    ids = [p.id for p in split_markdown("x.md", text).passages]
+    doc, warnings = split_document("x.md", text)
+    ids = [p.id for p in doc.passages]
     # "# A" and the first "## B" have no body of their own.
     assert ids == ["x.md#a/b~2", "x.md#a/c", "x.md#a/c~2"]
+    # Each ~N is said, at its heading's line: it changes when the sections are reordered.
+    said = [(w.line, w.message) for w in warnings]
+    assert said == [
+        (5, "heading '## B' gives the ID of an earlier section (x.md#a/b): this one is x.md#a/b~2, "
+            "which changes if the sections are reordered; retitle one of them"),
+        (13, "heading '## C' gives the ID of an earlier section (x.md#a/c): this one is x.md#a/c~2, "
+             "which changes if the sections are reordered; retitle one of them"),
+    ]  # fmt: skip
 
 
 def test_slugify_keeps_unicode_words():
