@@ -290,10 +290,11 @@ def _code_lines(lines: list[str]) -> tuple[set[int], int | None]:
 def _reads_as_title(text: str) -> bool:
     """One short line that does not end like a sentence: a document's title, not a passage of its own."""
     text = text.strip()
-    return "\n" not in text and _is_title(text)
+    return "\n" not in text and is_title(text)
 
 
-def _is_title(title: str) -> bool:
+def is_title(title: str) -> bool:
+    """A short line that does not end like a sentence or clause: a heading's title, not a statement."""
     return 0 < len(title) <= MAX_TITLE_CHARS and not title.endswith(_CLAUSE_END) and "。" not in title
 
 
@@ -328,7 +329,7 @@ def find_headings(lines: list[str]) -> tuple[list[_Heading], list[Problem]]:
     heads = []
     for i, (style, title) in candidates.items():
         in_list = any(candidates.get(j, ("",))[0] == style for j in (i - 1, i + 1))
-        if _is_title(title) and not in_list:
+        if is_title(title) and not in_list:
             heads.append(_Heading(i, style, title))
     return heads, warnings
 

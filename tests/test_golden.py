@@ -20,7 +20,7 @@ def test_tiny_golden_loads(tiny_corpus):
 
 
 def test_an_unknown_gt_id_typed_with_full_width_marks_or_spaces_names_the_id_it_meant(tiny_corpus, tmp_path):
-    """"unknown context id" alone, where `corpus show` would have suggested the ID."""
+    """ "unknown context id" alone, where `corpus show` would have suggested the ID."""
     cfg = "guides/sampler.md#sampler-guide/guidance/cfg-value"
     typed = cfg.replace("#", "＃").replace("/", "／") + " "  # as an IME types it, with a trailing space
     row = {"id": "x", "question": "q?", "type": "A", "gt_context_ids": [typed], "gt_answer": "a"}

@@ -293,3 +293,20 @@ def test_fingerprint_rewrites_only_items_without_one_and_keeps_other_lines(tmp_p
         for a, b in zip(original, now, strict=True)
     )
     assert (DATA / "golden.jsonl").read_text(encoding="utf-8").splitlines() == original  # test data untouched
+
+
+def test_the_offline_answer_skips_table_rows_and_headings_and_keeps_chinese_full_stops():
+    """It glued a .txt heading to the next sentence (`1.2 macOS 驱动macOS 会…`) and answered with
+    table rows; `golden audit` then failed its own answer."""
+    from ragtrack.authoring.answer import extractive_answer
+    from ragtrack.corpus import Passage
+
+    table = "| 项目 | 要求 |\n|---|---|\n| 驱动 | 自动 |"
+    text = f"1.2 macOS 驱动\nmacOS 会自动安装打印机驱动\n{table}\n安装后需要重启打印机。"
+    passage = Passage(
+        id="p.txt#macos-驱动", text=text, doc_id="p.txt", start=0, end=len(text), heading_path=("macOS 驱动",)
+    )
+    answer = extractive_answer("macOS 怎么安装打印机驱动？", (passage,), "zh")
+    assert answer == "macOS 会自动安装打印机驱动。安装后需要重启打印机。"
+    table_only = Passage(id="t.md#表", text="| 项目 | 要求 |\n| 驱动 | 自动 |", doc_id="t.md", start=0, end=20)
+    assert "| 驱动 | 自动 |" in extractive_answer("驱动要求？", (table_only,), "zh")  # nothing else to say
