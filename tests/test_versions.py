@@ -27,6 +27,29 @@ def test_v2_indexes_generated_pairs_with_their_source_passage(project, tiny_corp
     assert out.contexts[0].text.startswith("Q: ")  # the context handed to the generator is the pair
 
 
+def test_v2_writes_its_offline_questions_in_the_corpus_language():
+    """A Chinese corpus got "Q: What should I know about 邮箱容量?", embedded by a Chinese model."""
+    from ragtrack.corpus import Passage
+    from ragtrack.pipeline.qa_pairs import QAPairsStep
+
+    text = "每个邮箱的容量是 50 GB。超出后无法收信。可以申请扩容。扩容需要主管审批。"
+    passage = Passage(
+        id="mail.md#邮件/邮箱容量",
+        text=text,
+        doc_id="mail.md",
+        start=0,
+        end=len(text),
+        heading_path=("邮件", "邮箱容量"),
+    )
+    pairs = QAPairsStep("qa_pairs", "", language="zh").offline(passage)
+    assert pairs == (
+        ("关于邮箱容量（邮件），需要了解什么？", "每个邮箱的容量是 50 GB。超出后无法收信。"),
+        ("关于邮箱容量（邮件），还有什么要注意？", "可以申请扩容。扩容需要主管审批。"),
+    )
+    english = QAPairsStep("qa_pairs", "").offline(passage)
+    assert english[0][0] == "What should I know about 邮箱容量 (邮件)?"
+
+
 def test_v3_returns_unique_parents_in_rank_of_their_best_child(project, tiny_corpus, embedder):
     a = agent(project, tiny_corpus, embedder, "v3")
     out = a.answer("negative prompt blur watermarks")

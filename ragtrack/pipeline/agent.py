@@ -24,6 +24,7 @@ from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Uni
 from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
 from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
+from ragtrack.pipeline.qa_pairs import OFFLINE_PAIRS
 from ragtrack.pipeline.query_vectors import QueryVectorCache
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
@@ -123,7 +124,7 @@ class PipelineAgent:
         s = self.spec
         llm_steps = {}
         if s.chunking.strategy == "qa_pairs":
-            llm_steps["qa_pairs"] = self.loaded.file_hash("qa_pairs")
+            llm_steps["qa_pairs"] = (self.loaded.file_hash("qa_pairs"), OFFLINE_PAIRS)
         if s.topics.enabled:
             llm_steps["topics"] = (self.loaded.file_hash("topics"), s.topics.max_topics)
         return cache_key(

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from ragtrack.pipeline.spec import QAPairsChunking
 from ragtrack.text import chat_messages, split_sentences
 
+#: Bump when :meth:`QAPairsStep.offline` writes other pairs: cached v2 indexes are keyed by it
+#: (2: Chinese questions, joined without spaces, for Chinese text).
+OFFLINE_PAIRS = 2
+
 QA_SCHEMA = {
     "type": "object",
     "properties": {
@@ -38,6 +42,7 @@ QA_SCHEMA = {
 @dataclass
 class QAPairsStep(Step[Passage, tuple[tuple[str, str], ...]]):
     pairs_per_section: int = 3
+    language: str = "en"  # of the corpus: the offline pairs' questions are written in it
 
     def messages(self, passage: Passage) -> list[dict[str, str]]:
         return chat_messages(self.prompt, title=passage.title, text=passage.text, n=str(self.pairs_per_section))
@@ -65,13 +70,18 @@ class QAPairsStep(Step[Passage, tuple[tuple[str, str], ...]]):
         topic = passage.heading_path[-1] if passage.heading_path else passage.title or passage.doc_id
         context = " / ".join(passage.heading_path[:-1])
         sentences = split_sentences(passage.text)
+        zh = self.language == "zh"
         pairs = []
         for n in range(self.pairs_per_section):
-            answer = " ".join(sentences[2 * n : 2 * n + 2])
+            answer = ("" if zh else " ").join(sentences[2 * n : 2 * n + 2])
             if not answer:
                 break
-            about = f"{topic} ({context})" if context else topic
-            question = f"What should I know about {about}?" if n == 0 else f"What else matters about {about}?"
+            if zh:
+                about = f"{topic}（{context}）" if context else topic
+                question = f"关于{about}，需要了解什么？" if n == 0 else f"关于{about}，还有什么要注意？"
+            else:
+                about = f"{topic} ({context})" if context else topic
+                question = f"What should I know about {about}?" if n == 0 else f"What else matters about {about}?"
             pairs.append((question, answer))
         return tuple(pairs)
 
@@ -85,6 +95,7 @@ def qa_units(ctx: UnitContext, params: QAPairsChunking) -> Units:
         temperature=ctx.llm_spec.temperature,
         json_schema=QA_SCHEMA,
         pairs_per_section=params.pairs_per_section,
+        language=ctx.corpus.language,
     )
     chunks = []
     passages = list(ctx.corpus.passages.values())
