@@ -433,8 +433,13 @@ def test_the_users_mlflow_tracking_uri_still_counts_after_a_call_with_another_st
     """MLflow exports the URI it is pointed at; a call with ``tracking_uri=`` replaced the user's
     MLFLOW_TRACKING_URI, and the next call without one silently used the project's default store."""
     from ragtrack.config import load_config
+    from ragtrack.tracking import store as store_module
     from ragtrack.tracking.store import open_store, resolve_tracking_uri
 
+    # What the process exported and what the user had set are process state: this test's must not
+    # outlive it (monkeypatch restores the variable, so it restores what explains it too).
+    monkeypatch.setattr(store_module, "_exported", store_module._exported)
+    monkeypatch.setattr(store_module, "_users", store_module._users)
     users, other = f"sqlite:///{tmp_path / 'team.db'}", f"sqlite:///{tmp_path / 'scratch.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", users)
     config = load_config(project)
