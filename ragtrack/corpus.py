@@ -200,11 +200,15 @@ def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
     )
     if not files:
         raise InputError([Problem(str(root), "no .md, .markdown or .txt files in the corpus folder")])
-    documents, warnings = {}, []
+    documents, warnings, unreadable = {}, [], []
     seen: dict[str, str] = {}  # text → the first document that has it
     for f in files:
         rel = f.relative_to(root).as_posix()
-        text = read_text(f, normalize=True)
+        try:
+            text = read_text(f, normalize=True)
+        except InputError as e:  # every such file at once, not one per run (a folder of GBK files)
+            unreadable += e.problems
+            continue
         if (original := seen.setdefault(text.strip(), rel)) != rel and text.strip():
             warnings.append(
                 Problem(
@@ -219,6 +223,8 @@ def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
             documents[rel] = doc
         elif not found:  # otherwise `corpus ls --doc` would say no such document, with no reason why
             warnings.append(Problem(str(f), "no text: the document is left out"))
+    if unreadable:
+        raise InputError(unreadable)
     return Corpus(source=str(root), documents=documents, warnings=warnings)
 
 

@@ -62,6 +62,17 @@ def test_undecodable_corpus_files_are_one_error_naming_file_line_and_byte(tmp_pa
     assert guess in str(e.value) and str(e.value).endswith("save it as UTF-8")
 
 
+def test_every_undecodable_file_of_a_folder_is_reported_at_once(tmp_path):
+    """`init` stopped at the first GBK file: one file per run, in a folder of many."""
+    (tmp_path / "kb").mkdir()
+    for name in ("a.md", "b.txt"):
+        (tmp_path / "kb" / name).write_bytes("# 说明\n\n网关的默认端口是 8080。\n".encode("gbk"))
+    (tmp_path / "kb" / "c.md").write_text("# Fine\n\nReadable text.\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_corpus(tmp_path / "kb")
+    assert [p.file.rsplit("/", 1)[-1] for p in e.value.problems] == ["a.md", "b.txt"]
+
+
 def test_files_written_through_a_temporary_file_are_as_readable_as_a_plain_write(tmp_path):
     """A temporary file is created private (0600); a golden set or spec must not stay so for a team."""
     from ragtrack.files import atomic_folder, atomic_write_text
