@@ -66,10 +66,17 @@ def without_credentials(url: str) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with every secret value and key-shaped token replaced by ``***``."""
+    """``text`` with every secret value and key-shaped token replaced by ``***`` (for what a server
+    or model says, which may quote any key)."""
+    return _KEY_SHAPE.sub("***", redact_values(text))
+
+
+def redact_values(text: str) -> str:
+    """``text`` with the value of every secret replaced by ``***``; key-shaped words are kept (for
+    ragtrack's own text — params, descriptions, errors — where ``key-…`` is as likely a passage ID)."""
     for value in secret_values().values():
         text = text.replace(value, "***")
-    return _KEY_SHAPE.sub("***", text)
+    return text
 
 
 def ensure_clean(text: str, where: str) -> None:

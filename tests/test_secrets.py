@@ -19,6 +19,13 @@ def test_redact_replaces_secret_values_and_key_shapes(monkeypatch):
     assert secrets.redact(text) == "bad key *** and *** and ***; ok words: sampler-settings"
 
 
+def test_ragtrack_own_text_loses_secret_values_but_keeps_key_shaped_words(monkeypatch):
+    """Params, descriptions and errors hold passage IDs: `guides/key-concepts-overview.md` is no key."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    text = f"unknown LLM 'openai:{KEY}'; GT guides/key-concepts-overview.md#setup"
+    assert secrets.redact_values(text) == "unknown LLM 'openai:***'; GT guides/key-concepts-overview.md#setup"
+
+
 def test_a_prompt_holding_a_secret_is_never_logged(project, monkeypatch):
     """A prompt file inside the project that happens to contain a key: the eval stops before logging it."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)

@@ -148,10 +148,10 @@ class _Group(click.Group):
                 os._exit(code)
             sys.exit(code)
         except RagtrackError as e:
-            from ragtrack.secrets import redact
+            from ragtrack.secrets import redact_values
 
             # Plain: paths with file:line must not be wrapped. Redacted: a key pasted as a name is echoed.
-            click.echo(f"error: {redact(str(e))}", err=True)
+            click.echo(f"error: {redact_values(str(e))}", err=True)
             sys.exit(2)
         except Exception as e:
             # The tracking store failing mid-command (a server that went away, a refused write):

@@ -38,7 +38,7 @@ from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
-from ragtrack.secrets import redact, without_credentials
+from ragtrack.secrets import redact, redact_values, without_credentials
 
 #: What each registry-side lock (:meth:`Store.registry_lock`) serialises, as its holder's description says.
 REGISTRY_LOCKS = {
@@ -332,7 +332,7 @@ class Store:
 
     def describe_run(self, run_id: str, markdown: str) -> None:
         """The run's description (its overview page renders it as Markdown)."""
-        self.client.set_tag(run_id, Tag.NOTE, _clip(redact(markdown), MAX_NOTE))
+        self.client.set_tag(run_id, Tag.NOTE, _clip(redact_values(markdown), MAX_NOTE))
 
     def description(self, run_id: str) -> str:
         return self.client.get_run(run_id).data.tags.get(Tag.NOTE, "")
@@ -715,7 +715,7 @@ def _despite_racing_inserts(write: Callable[[], object], attempts: int = 4) -> N
 
 
 def _redacted(values: dict[str, str]) -> dict[str, str]:
-    return {k: redact(str(v)) for k, v in values.items()}
+    return {k: redact_values(str(v)) for k, v in values.items()}
 
 
 def first_line(text: str) -> str:
