@@ -452,3 +452,26 @@ def test_a_p_value_below_one_in_a_thousand_reads_as_such_never_as_zero():
     assert (p_text(0.00005), p_text(0.0012), p_text(0.5)) == ("<0.001", "0.001", "0.500")
     d = compare_paired([1.0] * 40, [5.0] * 40)  # 40 pairs: 20,000 sampled sign patterns, none as extreme
     assert d.p_value == pytest.approx(1 / 20_001) and d.p_text == "<0.001"
+
+
+def test_a_champion_alias_removed_by_hand_is_noted_beside_the_verdict(store, tmp_path):
+    """The next version was crowned "no champion yet" with nothing said of the champion before it."""
+    log_eval(store, "v1", [4] * 8)
+    promote(store, tmp_path, "v1")
+    store.client.delete_registered_model_alias(store.registered_model, ALIAS)
+    log_eval(store, "v2", BASE)  # worse than v1 was
+    d = promote(store, tmp_path, "v2", dry_run=True)
+    assert d.promoted and d.reasons[0].startswith("no champion yet")
+    assert d.reasons[1].startswith("note: the champion alias is not set, though v1 (model version 1) was promoted")
+
+
+def test_promoting_a_name_with_neither_spec_nor_eval_says_so(store, tmp_path):
+    """It said "run: ragtrack eval --version v9", which then failed on the missing spec."""
+    from ragtrack.api import promote as promote_version
+    from ragtrack.errors import RagtrackError
+
+    log_eval(store, "v1", BASE)
+    said = r"no version 'v9': no eval of it in the store and no spec .*; evaluated: v1"
+    with pytest.raises(RagtrackError, match=said):
+        promote_version("v9", root=tmp_path)
+    assert promote_version("v1", root=tmp_path, dry_run=True).promoted  # a built-in name needs no file

@@ -12,7 +12,7 @@ from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_pro
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import Decision, Rule
 from ragtrack.records import RunSummary
-from ragtrack.spec import version_order
+from ragtrack.spec import BUILTIN_VERSIONS, resolve_spec_path, version_order
 from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
 from ragtrack.tracking.store import Tag, open_store
@@ -121,6 +121,14 @@ def promote(
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
+    spec = resolve_spec_path(version, config.path(config.project.pipelines))
+    if version not in BUILTIN_VERSIONS and not spec.is_file() and not store.eval_runs(version):
+        # "run: ragtrack eval --version v9" would only fail on the missing spec.
+        evaluated = sorted({r.version for r in store.eval_runs()}, key=version_order)
+        raise RagtrackError(
+            f"no version {version!r}: no eval of it in the store and no spec {spec}; "
+            f"evaluated: {', '.join(evaluated) or 'none yet'}"
+        )
     return promote_in_store(store, version, rule, dry_run=dry_run)
 
 

@@ -46,7 +46,16 @@ def standing(
     """
     current = store.champion()
     if current is None:
-        return Standing(decide(challenger, None, rule))
+        decision = decide(challenger, None, rule)
+        past = [mv for mv in store.model_versions() if mv.tags.get(Tag.DECISION, "").startswith("promoted")]
+        if past:  # the alias was removed by hand (or the registry edited): say so beside the verdict
+            mv = past[0]
+            decision.reasons.append(
+                f"note: the champion alias is not set, though {mv.tags.get(Tag.VERSION, '?')} (model version "
+                f"{mv.version}) was promoted before; if the alias was removed by mistake, set it back in the "
+                "registry before promoting"
+            )
+        return Standing(decision)
     model_version, name = current
     try:
         incumbent = store.latest_eval(name, challenger.golden_digest, challenger.judge_identity, model_version)
