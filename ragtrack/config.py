@@ -133,10 +133,7 @@ class ProjectConfig(_Strict):
     def where(self, *key: str) -> str:
         """``<root>/ragtrack.toml:<line>`` of ``key`` (else of its nearest enclosing table), for messages."""
         path = self.root / CONFIG_FILE
-        try:
-            line = tomlfile.key_line(path.read_text(encoding="utf-8"), key)
-        except (OSError, UnicodeDecodeError):
-            line = None
+        line = tomlfile.file_key_line(path, key)
         return f"{path}:{line}" if line else str(path)
 
     @property

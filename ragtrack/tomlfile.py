@@ -76,6 +76,14 @@ def key_line(text: str, path: Sequence[str | int]) -> int | None:
     return _nearest(key_lines(text), path)
 
 
+def file_key_line(path: str | Path, key: Sequence[str | int]) -> int | None:
+    """:func:`key_line` of a file on disk; None when it cannot be read (the message still names the file)."""
+    try:
+        return key_line(Path(path).read_text(encoding="utf-8"), key)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _nearest(lines: dict[tuple, int], path: Sequence[str | int]) -> int | None:
     return next((lines[tuple(path[:n])] for n in range(len(path), 0, -1) if tuple(path[:n]) in lines), None)
 

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,7 +34,7 @@ from ragtrack.llm.client import Circuit, RetryPolicy
 from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.llm.memory import shared_memory
 from ragtrack.secrets import EnvName, declare, redact
-from ragtrack.tomlfile import key_line
+from ragtrack.tomlfile import file_key_line
 
 if TYPE_CHECKING:
     from ragtrack.agents.endpoint import Endpoint
@@ -111,11 +110,7 @@ def declared_files(spec: ExternalSpec) -> dict[str, str]:
 
 def spec_problem(spec: LoadedSpec, field_path: str, message: str) -> InputError:
     """A problem with the spec's ``field_path`` (dotted, e.g. ``agent.target``), at its line in the file."""
-    try:
-        line = key_line(Path(spec.path).read_text(encoding="utf-8"), field_path.split("."))
-    except (OSError, UnicodeDecodeError):
-        line = None
-    return InputError([Problem(spec.path, message, line, field_path)])
+    return InputError([Problem(spec.path, message, file_key_line(spec.path, field_path.split(".")), field_path)])
 
 
 def read_secret(spec: LoadedSpec, env: str, field_path: str = "agent.api_key_env") -> str:
