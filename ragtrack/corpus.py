@@ -54,7 +54,7 @@ from pathlib import Path
 
 from ragtrack.errors import InputError, Problem
 from ragtrack.files import read_jsonl, read_text
-from ragtrack.text import language_of
+from ragtrack.text import language_of, split_sentences
 
 
 def suggestion(name: str, known: list[str]) -> str:
@@ -107,6 +107,14 @@ class Passage:
     end: int
     title: str = ""
     heading_path: tuple[str, ...] = ()
+
+    def statements(self) -> list[str]:
+        """The passage's sentences that state something: table rows and its own heading line (a ``.txt``
+        numbered heading, which the sentence splitter keeps) only when the passage has nothing else."""
+        lines = split_sentences(self.text)
+        heading = self.heading_path[-1] if self.heading_path else None
+        prose = [s for s in lines if not s.startswith("|") and not (heading and s.endswith(heading) and is_title(s))]
+        return prose or lines
 
 
 @dataclass(frozen=True)

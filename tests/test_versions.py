@@ -50,6 +50,23 @@ def test_v2_writes_its_offline_questions_in_the_corpus_language():
     assert english[0][0] == "What should I know about 邮箱容量 (邮件)?"
 
 
+def test_v2_offline_pairs_answer_with_prose_not_table_rows():
+    """A section with a table got "Q: What should I know about Limits? A: | Plan | Seats | |---|---|"."""
+    from ragtrack.corpus import split_markdown
+    from ragtrack.pipeline.qa_pairs import QAPairsStep
+
+    doc = split_markdown(
+        "plans.md",
+        "# Plans\n\n## Limits\n\n| Plan | Seats |\n|---|---|\n| Team | 10 |\n\n"
+        "Team plans hold ten seats. Seats can be added.\n",
+    )
+    passage = doc.passages[-1]
+    pairs = QAPairsStep("qa_pairs", "").offline(passage)
+    assert pairs == (("What should I know about Limits (Plans)?", "Team plans hold ten seats. Seats can be added."),)
+    only_table = split_markdown("t.md", "# T\n\n| Plan | Seats |\n|---|---|\n").passages[0]
+    assert QAPairsStep("qa_pairs", "").offline(only_table)  # a table alone still answers
+
+
 def test_v3_returns_unique_parents_in_rank_of_their_best_child(project, tiny_corpus, embedder):
     a = agent(project, tiny_corpus, embedder, "v3")
     out = a.answer("negative prompt blur watermarks")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ragtrack.authoring import labelled_passages
-from ragtrack.corpus import Passage, is_title
+from ragtrack.corpus import Passage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.jsonparse import extract_json
-from ragtrack.text import chat_messages, overlap_units, split_sentences
+from ragtrack.text import chat_messages, overlap_units
 
 ANSWER_SCHEMA = {
     "type": "object",
@@ -45,17 +45,13 @@ def parse_answer(text: str) -> str:
 def extractive_answer(question: str, passages: tuple[Passage, ...], language: str) -> str:
     """Per passage, its sentences sharing most with the question (at least one, at most two), in order.
 
-    Table rows and the section's own heading line (a ``.txt`` numbered heading, which the sentence
-    splitter keeps) are statements only when a passage has nothing else; Chinese sentences are
-    joined with their full stop (a line without one would run into the next: ``驱动macOS 会…``)."""
+    Sentences are :meth:`Passage.statements` (no table rows or heading line while there is prose);
+    Chinese sentences are joined with their full stop (a line without one would run into the next:
+    ``驱动macOS 会…``)."""
     wanted = overlap_units(question)
     picked = []
     for p in passages:
-        lines = split_sentences(p.text)
-        heading = p.heading_path[-1] if p.heading_path else None
-        sentences = [
-            s for s in lines if not s.startswith("|") and not (heading and s.endswith(heading) and is_title(s))
-        ] or lines
+        sentences = p.statements()
         shared = [len(overlap_units(s) & wanted) for s in sentences]
         ranked = sorted(range(len(sentences)), key=lambda n: (-shared[n], n))
         best = ranked[:1] + [n for n in ranked[1:SENTENCES_PER_PASSAGE] if shared[n]]

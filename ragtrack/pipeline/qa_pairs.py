@@ -17,11 +17,12 @@ from ragtrack.pipeline.chunking import Chunk, UnitContext, Units
 
 if TYPE_CHECKING:
     from ragtrack.pipeline.spec import QAPairsChunking
-from ragtrack.text import chat_messages, split_sentences
+from ragtrack.text import chat_messages
 
 #: Bump when :meth:`QAPairsStep.offline` writes other pairs: cached v2 indexes are keyed by it
-#: (2: Chinese questions, joined without spaces, for Chinese text).
-OFFLINE_PAIRS = 2
+#: (2: Chinese questions, joined without spaces, for Chinese text; 3: no table rows or heading line
+#: while a section has prose).
+OFFLINE_PAIRS = 3
 
 QA_SCHEMA = {
     "type": "object",
@@ -69,7 +70,7 @@ class QAPairsStep(Step[Passage, tuple[tuple[str, str], ...]]):
         """
         topic = passage.heading_path[-1] if passage.heading_path else passage.title or passage.doc_id
         context = " / ".join(passage.heading_path[:-1])
-        sentences = split_sentences(passage.text)
+        sentences = passage.statements()
         zh = self.language == "zh"
         pairs = []
         for n in range(self.pairs_per_section):
