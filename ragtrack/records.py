@@ -194,3 +194,4 @@ class RunSummary:
     compared_to: str = ""  # the champion model version its delta/* metrics are against, if any
     cautions: tuple[str, ...] = ()  # what its figures depend on (a --limit, the agent's warnings), from its tags
     limited: str = ""  # a --limit cut of the golden set: "4 of 16" (items)
+    rank_cutoff: str = ""  # k of nDCG and all-hops: the agent's top_k, or "contexts" (each answer's count)

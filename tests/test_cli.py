@@ -169,6 +169,10 @@ def test_comparing_the_same_two_runs_again_returns_the_first_comparison_run(eval
     store = open_store(load_config(evaluated))
     query = f"tags.`{Tag.KIND}` = 'compare' and params.b_run = '{first.b.run_id}'"
     assert len(list(store.search_runs([store.decisions_experiment_id], query))) == 1
+    # v1 returns 5 contexts, v3 3: said beside the table and on the comparison run's page
+    cutoff = "nDCG and all_hops_at_k are cut at each version's own k (5 vs 3)"
+    assert any(w.startswith(cutoff) for w in first.warnings), first.warnings
+    assert cutoff in store.client.get_run(first.run_id).data.tags["mlflow.note.content"]
     swapped = compare("v3", "v1", root=evaluated)  # another pair: its own run
     assert swapped.run_id != first.run_id
 

@@ -8,7 +8,13 @@ from pathlib import Path
 from ragtrack.api.evaluation import load_inputs
 from ragtrack.config import load_config
 from ragtrack.errors import RagtrackError
-from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems, compare_records
+from ragtrack.evaluation.compare import (
+    ItemChange,
+    MetricRow,
+    comparability_problems,
+    compare_records,
+    cutoff_note,
+)
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import Decision, Rule
 from ragtrack.records import RunSummary
@@ -84,6 +90,8 @@ def compare(
             f"{int(latest.metrics.get('items', 0))} items): compared on the latest set both have ({b.golden_digest}, "
             f"{int(b.metrics.get('items', 0))} items)",
         )
+    if note := cutoff_note(a, b):
+        warnings.append(note)
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
     rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
@@ -91,7 +99,7 @@ def compare(
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
     report = ComparisonReport(a, b, rows, changes, "", warnings)
     if log:
-        report.run_id = log_comparison(store, a, b, rows, changes, report.text())
+        report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings)
     return report
 
 

@@ -28,6 +28,17 @@ def comparability_problems(a: RunSummary, b: RunSummary) -> list[str]:
     return problems
 
 
+def cutoff_note(a: RunSummary, b: RunSummary) -> str | None:
+    """Versions that return different numbers of contexts have their rank metrics cut at different k: a
+    caution for reading the comparison, not a reason to refuse it (promotion does not read them)."""
+    if a.rank_cutoff and b.rank_cutoff and a.rank_cutoff != b.rank_cutoff:
+        return (
+            f"nDCG and all_hops_at_k are cut at each version's own k ({a.rank_cutoff} vs {b.rank_cutoff}): "
+            "their difference mixes ranking quality with the number of contexts returned"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class MetricRow:
     """One metric in one scope, paired a → b over the items both runs scored."""

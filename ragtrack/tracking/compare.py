@@ -52,9 +52,15 @@ def comparison_metrics(rows: Iterable[MetricRow], rounded: bool = False) -> dict
 
 
 def log_comparison(
-    store: Store, a: RunSummary, b: RunSummary, rows: list[MetricRow], changes: list[ItemChange], text: str
+    store: Store,
+    a: RunSummary,
+    b: RunSummary,
+    rows: list[MetricRow],
+    changes: list[ItemChange],
+    text: str,
+    cautions: list[str],
 ) -> str:
-    """A ``compare`` run holding the table, the item changes and the per-type plot.
+    """A ``compare`` run holding the table, the item changes, the cautions and the per-type plot.
 
     Comparing the same two eval runs again returns the run logged the first time (the figures
     are a pure function of the two runs' records): no duplicate runs, and no plot to redraw.
@@ -77,7 +83,7 @@ def log_comparison(
     )
     metrics = comparison_metrics(rows)
     store.log_metrics(run_id, {k: metrics[k] for k in m.display_order(metrics)})
-    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes))
+    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes, cautions))
     store.log_json(
         run_id,
         "comparison.json",

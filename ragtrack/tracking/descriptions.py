@@ -251,8 +251,15 @@ def _standing(run: RunSummary, s: Standing, links: Links) -> str:
     return "\n".join(lines)
 
 
-def comparison(a: RunSummary, b: RunSummary, rows: Sequence[MetricRow], changes: Sequence[ItemChange]) -> str:
-    """A ``compare`` run's description: the paired table and the items that moved."""
+def comparison(
+    a: RunSummary,
+    b: RunSummary,
+    rows: Sequence[MetricRow],
+    changes: Sequence[ItemChange],
+    cautions: Sequence[str] = (),
+) -> str:
+    """A ``compare`` run's description: the paired table, the items that moved, and what makes the two
+    runs less comparable (``ragtrack compare`` prints the same cautions)."""
     lines = [
         f"**{a.version} → {b.version}** on golden set `{b.golden_digest}` with judge `{b.judge_identity}`: "
         f"eval runs [{a.run_id[:8]}]({run_link(a.run_id)}) and [{b.run_id[:8]}]({run_link(b.run_id)}). {PAIRED_NOTE}",
@@ -261,6 +268,8 @@ def comparison(a: RunSummary, b: RunSummary, rows: Sequence[MetricRow], changes:
     ]
     if moved_items := moved(changes):
         lines += ["", f"Items whose correctness moved most: {moved_items}."]
+    if cautions:
+        lines += ["", "**Cautions**", "", *(f"* {c}" for c in cautions)]
     return "\n".join(lines)
 
 

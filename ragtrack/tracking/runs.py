@@ -94,6 +94,7 @@ def eval_params(
         "judge_identity": panel.identity,
         "judge_language": panel.language,
         Param.MIN_OVERLAP: str(min_overlap),
+        Param.RANK_CUTOFF: str(agent.top_k) if agent.top_k else "contexts",
         "agent_kind": spec.kind,
         **agent.describe(),
         **{f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"},

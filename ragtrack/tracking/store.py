@@ -98,6 +98,7 @@ class Param:
     """Params that ragtrack reads back."""
 
     MIN_OVERLAP = "mapping_min_overlap"
+    RANK_CUTOFF = "rank_cutoff"  # k of the rank metrics (nDCG, all-hops): the agent's top_k, or "contexts"
 
 
 # Stores ragtrack can work with (MLflow's own list, minus Databricks-hosted ones it has no way to test).
@@ -596,6 +597,7 @@ def _summary(run) -> RunSummary:
         golden_digest=tags.get(Tag.GOLDEN_DIGEST, ""),
         judge_identity=tags.get(Tag.JUDGE_IDENTITY, ""),
         min_overlap=params.get(Param.MIN_OVERLAP, ""),
+        rank_cutoff=params.get(Param.RANK_CUTOFF, ""),
         substituted=tags.get(Tag.SUBSTITUTED) == "true",
         model_version=tags.get(Tag.MODEL_VERSION, ""),
         metrics=dict(run.data.metrics),
