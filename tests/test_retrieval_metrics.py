@@ -229,3 +229,31 @@ def test_diagnosis_states_judge_means_on_the_scale_the_tables_show():
         "low groundedness (3.00 of 5)": (("i1", 2.0), ("i3", 3.0), ("i2", 4.0)),
         "low relevance (3.00 of 5)": (("i2", 2.0), ("i1", 3.0), ("i3", 4.0)),
     }
+
+
+def test_diagnosis_reads_group_coverage_for_items_whose_gt_is_or_groups():
+    """RGB items list 9 positives of which any one answers: 3 found is full coverage, not recall 0.33."""
+    from ragtrack.evaluation.aggregate import aggregate
+    from ragtrack.evaluation.diagnosis import diagnose
+    from ragtrack.evaluation.retrieval_metrics import retrieval_scores
+    from ragtrack.records import ContextRecord, ItemRecord
+
+    positives = [f"p{n}" for n in range(9)]
+
+    def item(item_id, found):
+        contexts = [ContextRecord(f"u{n}", "", [p]) for n, p in enumerate(found)]
+        scores = retrieval_scores([[p] for p in found], positives, 3, [positives])
+        return ItemRecord(item_id, "A", "q", positives, "a", "a", contexts, scores, {}, gt_groups=[positives])
+
+    records = [item("i1", ["p0", "p1", "p2"]), item("i2", ["p3", "x", "y"]), item("i3", ["p4", "p5", "z"])]
+    metrics = aggregate(records, ())
+    assert metrics["context_recall"] == pytest.approx(6 / 27) and metrics["all_hops_at_k"] == 1.0
+    assert not [f for f in diagnose(metrics, records) if "recall" in f.symptom or "GT group" in f.symptom]
+
+    records += [item("i4", ["x", "y", "z"]), item("i5", ["w", "x", "y"])]
+    metrics = aggregate(records, ())
+    [finding] = [f for f in diagnose(metrics, records) if "GT group" in f.symptom]
+    assert finding.symptom == "few items with a passage of every GT group (all_hops_at_k 0.60)"
+    assert finding.worst[0] == ("i4", 0.0)
+    records[0].gt_groups = []  # one item without groups: recall is the figure again
+    assert any(f.symptom.startswith("low context recall") for f in diagnose(metrics, records))

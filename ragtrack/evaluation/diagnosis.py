@@ -54,14 +54,24 @@ def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds
     recall, precision, mrr = metrics.get("context_recall"), metrics.get("context_precision"), metrics.get("mrr")
     grounded, relevant = metrics.get("groundedness_norm"), metrics.get("relevance_norm")
 
-    if recall is not None and recall < t.recall:
+    # Items whose GT is OR-groups (any passage of a group will do: RGB's positives, a hop of HotpotQA) are
+    # covered when every group is: recall's share of all listed passages would call 5 of 9 positives missing.
+    coverage, covered_by = recall, "context_recall"
+    if records and all(r.gt_groups for r in records) and metrics.get("all_hops_at_k") is not None:
+        coverage, covered_by = metrics["all_hops_at_k"], "all_hops_at_k"
+    if coverage is not None and coverage < t.recall:
         if precision is not None and precision >= t.high:
             meaning = "retrieval is too conservative: what it returns is right, but it returns too little"
             fixes = "raise top_k or the first-stage pool, add multi-query rewriting or hybrid BM25"
         else:
             meaning = "the generator never saw part of the material it needed"
             fixes = "revisit chunking and embeddings, raise top_k, add hybrid BM25 and query rewriting"
-        out.append(Finding(f"low context recall ({recall:.2f})", meaning, fixes, _worst(records, "context_recall")))
+        symptom = (
+            f"low context recall ({coverage:.2f})"
+            if covered_by == "context_recall"
+            else f"few items with a passage of every GT group (all_hops_at_k {coverage:.2f})"
+        )
+        out.append(Finding(symptom, meaning, fixes, _worst(records, covered_by)))
     if precision is not None and precision < t.precision:
         out.append(
             Finding(
