@@ -1,5 +1,6 @@
 """The command line as a user meets it: help, errors with file and line, the eval table."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,20 @@ def test_commands_find_the_project_from_a_subfolder_and_refuse_outside_one(proje
             with pytest.raises(StoreError, match="nothing has been evaluated in .* yet"):
                 call(root)
     assert not (project / "mlruns").exists() and not (tmp_path / "nowhere").exists()
+    # Arguments of the wrong type are named (were: TypeError from os.fspath, AttributeError on list.replace).
+    from pydantic import ValidationError
+
+    from ragtrack.api import evaluate
+
+    for call, wrong in (
+        (lambda: evaluate(1, root=project), "input_value=1"),
+        (lambda: promote(["v1"], root=project), "input_value=['v1']"),
+        (lambda: promote("v1", root=project, margin="a tenth"), "margin"),
+        (lambda: compare("v1", 2, root=project), "input_value=2"),
+    ):
+        with pytest.raises(ValidationError, match=re.escape(wrong)):
+            call()
+    assert not (project / "mlruns").exists()
 
 
 def test_golden_validate_says_not_ready_when_eval_would_refuse(project):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import validate_call
+
 from ragtrack.api.evaluation import load_inputs
 from ragtrack.config import load_config
 from ragtrack.errors import RagtrackError
@@ -45,6 +47,7 @@ class ComparisonReport:
         return comparison_text(self.a, self.b, self.rows, self.changes)
 
 
+@validate_call
 def compare(
     version_a: str,
     version_b: str,
@@ -103,6 +106,7 @@ def compare(
     return report
 
 
+@validate_call
 def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | None = None) -> str:
     """What a run's MLflow page shows (an eval against the champion, a comparison, a promotion
     decision), as Markdown for a reader outside the UI (a pull-request comment, a CI job summary):
@@ -113,6 +117,7 @@ def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | Non
     return outside_ui(store.description(run_id), store.ui_address)
 
 
+@validate_call
 def promote(
     version: str,
     *,
@@ -153,6 +158,7 @@ class VersionRow:
     last_evals: list[RunSummary]  # newest per golden digest
 
 
+@validate_call
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
     """Every registered version (newest model version each, and the champion's), its last eval per golden digest."""
     config = load_config(root)

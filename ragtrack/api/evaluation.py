@@ -14,6 +14,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import validate_call
+
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
@@ -156,6 +158,7 @@ class EvalOptions:
             raise RagtrackError(f"limit must be a whole number of items, 1 or more (got {self.limit!r})")
 
 
+@validate_call  # a misplaced argument (evaluate(1)) is named, not a TypeError deep inside
 def evaluate(
     version: str,
     *,
