@@ -194,4 +194,5 @@ class RunSummary:
     compared_to: str = ""  # the champion model version its delta/* metrics are against, if any
     cautions: tuple[str, ...] = ()  # what its figures depend on (a --limit, the agent's warnings), from its tags
     limited: str = ""  # a --limit cut of the golden set: "4 of 16" (items)
+    stale_gt: bool = False  # --allow-stale scored items against GT passages the corpus changed
     rank_cutoff: str = ""  # k of nDCG and all-hops: the agent's top_k, or "contexts" (each answer's count)

@@ -108,6 +108,10 @@ def test_offline_walkthrough_from_folder_to_stale_items(project):
 
     run_id = next(line.split()[1] for line in result.output.splitlines() if line.startswith("run "))
     assert caution in run_markdown(run_id, root=project)
+    from ragtrack.config import load_config
+    from ragtrack.tracking.store import open_store
+
+    assert open_store(load_config(project)).run_summary(run_id).stale_gt  # kept off the experiment's leaderboard
 
     result = run(project, "golden", "fingerprint", "--item", "a001", "--item", "d001")
     assert result.exit_code == 0 and "a001, d001" in result.output

@@ -282,3 +282,16 @@ def test_the_experiment_opens_on_a_leaderboard_and_a_saved_view_of_the_versions(
     columns = json.loads(view["state"])["selectedColumns"]
     assert columns[:3] == ["tags.`ragtrack.version`", "metrics.`correctness`", "metrics.`groundedness`"]
     assert "metrics.`delta_ci_low/correctness`" in columns and view["name"] == "ragtrack: versions side by side"
+
+
+def test_the_leaderboard_stays_on_the_champions_full_eval_after_a_quick_limited_one(tmp_path):
+    """A `--limit 2` eval of the champion made it the reference: one row, the champion perfect, v3 gone."""
+    root = make_project(tmp_path / "project")
+    v1 = evaluate("v1", root=root)
+    assert promote("v1", root=root).promoted
+    v3 = evaluate("v3", root=root)
+    quick = evaluate("v1", root=root, limit=2)
+    store = store_of(root)
+    note = store.client.get_experiment(store.experiment_id).tags[Tag.NOTE]
+    assert f"[{v1.run_id[:8]}]" in note and f"[{v3.run_id[:8]}]" in note, note
+    assert f"[{quick.run_id[:8]}]" not in note and f"golden set `{v1.params['golden_digest']}`" in note

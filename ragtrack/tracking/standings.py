@@ -166,6 +166,9 @@ def describe_experiment(store: Store, current: RunSummary | None = None) -> None
     runs = store.eval_runs()
     if current is not None:
         runs = [current, *(r for r in runs if r.run_id != current.run_id)]
+    # A quick --limit check or an --allow-stale look at an edited corpus is not what the versions stand on:
+    # the leaderboard follows the champion's newest full eval (any run only when there is none).
+    runs = [r for r in runs if not (r.limited or r.stale_gt)] or runs
     reference = next((r for r in runs if champion and r.model_version == champion[0]), runs[0] if runs else None)
     latest: dict[str, RunSummary] = {}
     for r in runs:  # newest first: the latest comparable eval of each version

@@ -605,6 +605,7 @@ def _summary(run) -> RunSummary:
         compared_to=tags.get(Tag.COMPARED_TO, ""),
         cautions=tuple(tags[k] for k in sorted(tags) if k.startswith(Tag.WARNING_PREFIX)),
         limited=tags.get(Tag.LIMITED, ""),
+        stale_gt=Tag.warning("stale_gt") in tags,
     )
 
 
