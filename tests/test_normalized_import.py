@@ -155,9 +155,10 @@ def test_v1_evaluates_the_imported_hotpotqa_end_to_end(tmp_path, request):
     assert {"all_hops_at_k/type_C", "all_hops_at_k/type_D"} <= set(metrics)
 
     # mlflow.genai.evaluate adds its own input (the per-item records); ragtrack's is the golden set
-    [dataset_input] = [d for d in run_info.inputs.dataset_inputs if d.dataset.name == "golden"]
+    [dataset_input] = [d for d in run_info.inputs.dataset_inputs if d.dataset.name.startswith("golden@")]
     dataset = dataset_input.dataset
     assert dataset.digest == run_info.data.tags["ragtrack.golden_digest"]
+    assert dataset.name == f"golden@{dataset.digest[:8]}"  # the runs table shows the name only
     assert json.loads(dataset.source)["uri"] == str(root / "hotpotqa" / "golden.jsonl")
     profile = json.loads(dataset.profile)
     assert profile["items"] == 8 and profile["types"] == {"C": 2, "D": 6} and profile["stale_items"] == []

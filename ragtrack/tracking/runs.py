@@ -197,10 +197,11 @@ class GoldenDataset(MetaDataset):
 def log_golden_dataset(store: Store, run_id: str, golden: GoldenSet, stale: list[Staleness]) -> None:
     """The golden set as the run's named MLflow dataset input (the UI's Datasets column).
 
-    Name = the golden file's stem, digest = the golden digest (the comparability
-    key), source = the file, profile = item count, items per type, the corpus
-    digest and the items scored with stale GT under ``--allow-stale``. Logging
-    the same dataset again (a resumed run) adds nothing.
+    Name = the golden file's stem and the digest's first 8 characters (``golden@3c77a25d``: the runs
+    table's Datasets column shows only the name, and runs on a --limit cut or an edited set must not
+    look alike there), digest = the golden digest (the comparability key), source = the file,
+    profile = item count, items per type, the corpus digest and the items scored with stale GT
+    under ``--allow-stale``. Logging the same dataset again (a resumed run) adds nothing.
     """
     path = os.path.abspath(golden.source)
     with warnings.catch_warnings():  # MLflow registers the local-file source twice and says so
@@ -213,6 +214,6 @@ def log_golden_dataset(store: Store, run_id: str, golden: GoldenSet, stale: list
         "corpus_digest": golden.corpus_digest,
         "stale_items": [s.item_id for s in stale],
     }
-    name = os.path.splitext(os.path.basename(path))[0]
+    name = f"{os.path.splitext(os.path.basename(path))[0]}@{golden.digest[:8]}"
     dataset = GoldenDataset(source, name, golden.digest, profile)._to_mlflow_entity()
     store.log_dataset_input(run_id, DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")]))
