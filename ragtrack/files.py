@@ -69,6 +69,14 @@ def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dic
     rows: list[tuple[int, dict]] = []
     problems: list[Problem] = []
     text = read_text(path) if text is None else text
+    if text.lstrip().startswith("[") and _is_json_array(text):  # one error, not one per line
+        return rows, [
+            Problem(
+                str(path),
+                "holds a JSON array, but JSON Lines has one object per line (`jq -c '.[]' FILE` converts it)",
+                1,
+            )
+        ]
     for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -85,6 +93,13 @@ def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dic
             continue
         rows.append((n, row))
     return rows, problems
+
+
+def _is_json_array(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), list)
+    except (json.JSONDecodeError, RecursionError):
+        return False
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

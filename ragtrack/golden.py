@@ -294,6 +294,12 @@ def stale_advice(stale: list[Staleness]) -> str:
         )
     if any(set(s.changed) - {old for old, _ in s.moved} for s in stale):
         steps.append("review the answers, then `ragtrack golden fingerprint --id ID` to accept the new text")
+    if added := [s.item_id for s in stale if s.unrecorded]:
+        steps.append(
+            f"check the GT passages added to {', '.join(added)} by hand, then `ragtrack golden fingerprint "
+            + " ".join(f"--id {i}" for i in added)
+            + "` to record them"
+        )
     return "; ".join(steps) + "; or pass --allow-stale to score them as they are"
 
 

@@ -127,3 +127,19 @@ def test_the_example_chinese_golden_set_validates_against_its_corpus():
     a5 = next(i for i in golden.items if i.id == "zh-a5")
     assert a5.gt_context_ids == ("after-sales-service-notes.txt~p3",)
     assert corpus.passages["after-sales-service-notes.txt~p3"].text.startswith("在官方商城")
+
+
+def test_a_golden_set_written_as_a_json_array_is_one_problem_not_one_per_line(tmp_path):
+    """It was 26 "bad JSON" lines for a 26-line array."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.errors import InputError
+    from ragtrack.golden import load_golden
+
+    corpus = load_corpus(REPO / "golden" / "kb")
+    rows = [json.loads(line) for line in (REPO / "golden" / "golden.jsonl").read_text().splitlines()[:3]]
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_golden(golden, corpus)
+    [problem] = raised.value.problems
+    assert problem.line == 1 and "holds a JSON array, but JSON Lines has one object per line" in problem.message

@@ -260,6 +260,17 @@ def test_a_gt_passage_whose_text_moved_to_another_id_is_pointed_at_it(tmp_path):
     assert "in a1, replace each GT ID whose text moved by the ID it is now at" in advice
     assert "to accept the new text" not in advice
 
+    # A GT ID added by hand has no fingerprint: the advice was "which eval refuses: ; or pass --allow-stale".
+    first = next(iter(after.passages))
+    row = json.loads(golden.read_text(encoding="utf-8"))
+    row["gt_context_ids"] = [new, first]
+    row["gt_fingerprint"] = {new: row["gt_fingerprint"][old]}
+    golden.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    [stale] = staleness(load_golden(golden, after), after)
+    assert stale.unrecorded == (first,)
+    advice = stale_advice([stale])
+    assert advice.startswith("check the GT passages added to a1 by hand, then `ragtrack golden fingerprint --id a1`")
+
 
 def test_fingerprints_stay_out_of_the_digest_of_the_shipped_golden_set(tmp_path):
     """The README's measured tables quote digest b3659caab4e0ee6f: recording fingerprints must not move it."""
