@@ -325,3 +325,30 @@ def test_the_offline_answer_skips_table_rows_and_headings_and_keeps_chinese_full
     assert answer == "macOS 会自动安装打印机驱动。安装后需要重启打印机。"
     table_only = Passage(id="t.md#表", text="| 项目 | 要求 |\n| 驱动 | 自动 |", doc_id="t.md", start=0, end=20)
     assert "| 驱动 | 自动 |" in extractive_answer("驱动要求？", (table_only,), "zh")  # nothing else to say
+
+
+def test_a_type_b_template_lists_distinct_parts_and_says_when_it_takes_only_the_first():
+    """A section of 11 subsections (the first split in ~pN paragraphs) got "List the points of all 4 of
+    its parts" with a GT of 4 paragraphs of its first subsection."""
+    from ragtrack.authoring.propose import MAX_PARTS, ProposeInput, template_candidates
+    from ragtrack.corpus import split_markdown
+
+    long_part = "\n\n".join(f"Ethiopia paragraph {n}. " + "Coffee grows in the highlands here. " * 20 for n in range(4))
+    regions = "".join(f"\n\n## Region {n}\n\nRegion {n} grows coffee at altitude." for n in range(10))
+    encyclopedia = split_markdown("origins.md", f"# Origins\n\n## Ethiopia\n\n{long_part}{regions}\n")
+    assert sum("ethiopia~p" in p.id for p in encyclopedia.passages) >= 2
+    troubles = split_markdown(
+        "troubles.md", "# Troubles\n\n## Too fast\n\nGrind finer.\n\n## Too slow\n\nGrind coarser.\n"
+    )
+    passages = (*encyclopedia.passages, *troubles.passages)
+    first, second = template_candidates(ProposeInput("B", 2, passages, "en"))
+
+    def ids(candidate):
+        return [passages[int(label[1:]) - 1].id for label in candidate.labels]
+
+    # A section whose every part fits comes first, and "all" is true of it.
+    assert first.question == 'What does "Troubles" cover? List the points of all 2 of its parts.'
+    assert ids(first) == ["troubles.md#troubles/too-fast", "troubles.md#troubles/too-slow"]
+    # The long one is asked about its first parts, one passage per subsection.
+    assert second.question == f'What do the first {MAX_PARTS} parts of "Origins" say? List their points.'
+    assert ids(second) == ["origins.md#origins/ethiopia", *(f"origins.md#origins/region-{n}" for n in range(3))]

@@ -237,6 +237,10 @@ def _labels(material: _Material, passages: list[Passage]) -> tuple[str, ...]:
     return tuple(material.label(p) for p in passages)
 
 
+#: A type-B question lists every part of a section; past this many its GT would be unwieldy.
+MAX_PARTS = 4
+
+
 def template_candidates(inp: ProposeInput) -> list[RawCandidate]:
     """Deterministic candidates of ``inp.type`` from headings and key sentences (see the module doc)."""
     material = _Material(inp.passages, inp.language)
@@ -264,27 +268,38 @@ def _single_point(m: _Material, n: int) -> list[RawCandidate]:
 
 
 def _scattered(m: _Material, n: int) -> list[RawCandidate]:
+    """Type B: every part of one section (its subsections; a flat document's paragraphs). A long part's
+    ``~pN`` splits are one part, named by its first passage; a section of more than ``MAX_PARTS``
+    parts is asked about its first ones, and the question says so."""
     zh = m.language == "zh"
-    groups: dict[tuple[str, tuple[str, ...]], list[Passage]] = {}
+    groups: dict[tuple[str, tuple[str, ...]], dict[object, Passage]] = {}
     for p in m.passages:
         if len(p.heading_path) >= 2:
-            groups.setdefault((p.doc_id, p.heading_path[:-1]), []).append(p)
-    if not any(len(g) >= 2 for g in groups.values()):  # a flat document: its passages are the group
+            groups.setdefault((p.doc_id, p.heading_path[:-1]), {}).setdefault(p.heading_path, p)
+    if not any(len(g) >= 2 for g in groups.values()):  # a flat document: its passages are the parts
         groups = {}
         for p in m.passages:
-            groups.setdefault((p.doc_id, ()), []).append(p)
+            groups.setdefault((p.doc_id, ()), {})[p.id] = p
     ranked = sorted(
-        ((key, g[:4]) for key, g in groups.items() if len(g) >= 2),
-        key=lambda kv: (-len(kv[1]), m.position[kv[1][0].id]),
+        ((key, list(g.values())) for key, g in groups.items() if len(g) >= 2),
+        key=lambda kv: (len(kv[1]) > MAX_PARTS, -min(len(kv[1]), MAX_PARTS), m.position[kv[1][0].id]),
     )
     out = []
-    for (doc_id, parent), members in ranked[:n]:
+    for (doc_id, parent), parts in ranked[:n]:
         name = parent[-1] if parent else doc_id
-        q = (
-            f"「{name}」这部分一共讲了哪几点？请把 {len(members)} 个小节的要点都列出来。"
-            if zh
-            else f'What does "{name}" cover? List the points of all {len(members)} of its parts.'
-        )
+        members = parts[:MAX_PARTS]
+        if len(parts) <= MAX_PARTS:
+            q = (
+                f"「{name}」这部分一共讲了哪几点？请把 {len(members)} 个小节的要点都列出来。"
+                if zh
+                else f'What does "{name}" cover? List the points of all {len(members)} of its parts.'
+            )
+        else:
+            q = (
+                f"「{name}」的前 {len(members)} 个小节各讲了什么？请列出要点。"
+                if zh
+                else f'What do the first {len(members)} parts of "{name}" say? List their points.'
+            )
         labels = "、".join(_labels(m, members)) if zh else ", ".join(_labels(m, members))
         path = f"要点分散在同一文档的 {labels} 中，需逐段汇总。" if zh else f"The points are spread over {labels}."
         draft = _join([m.key_sentence(p) for p in members], m.language)
