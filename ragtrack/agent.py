@@ -37,7 +37,10 @@ class AgentIdentity:
     name: str  # the version name: "v5", "dify-app-v6"
     kind: str  # an AGENT_KINDS name: "pipeline", "dify", ...
     params: dict[str, str]  # logged as MLflow params and model params
-    hash: str  # changes whenever anything that can change an answer changes
+    hash: str  # changes whenever anything in the spec that can change an answer changes
+    # What selects the answers outside the spec: a digest of the key that picks a Dify app (one base URL
+    # serves every app of a Dify; the key is the app). Keys the reply cache and resuming; never logged.
+    runtime: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ replies) or refused (artifacts that would be logged verbatim).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from typing import Annotated
@@ -52,6 +53,12 @@ def secret_values() -> dict[str, str]:
         for name, value in os.environ.items()
         if value and len(value) >= _MIN_LENGTH and (name in _declared or _SECRET_NAME.search(name))
     }
+
+
+def secret_digest(*values: str) -> str:
+    """A short one-way digest of secrets, for telling them apart (which Dify app a key selects) in
+    local cache keys; it is not logged, and the secrets cannot be read back from it."""
+    return hashlib.sha256("\0".join(("ragtrack-secret", *values)).encode()).hexdigest()[:16]
 
 
 def without_credentials(url: str) -> str:

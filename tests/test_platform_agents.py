@@ -353,6 +353,39 @@ def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(projec
         assert len(server.replies("chat_messages")) == 10
 
 
+def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(project, keys, monkeypatch):
+    """On one Dify the key is the app: "current" and "next" apps share base_url and spec. The next
+    app's eval answered every question from the current app's cache (0 calls), and would resume its run."""
+    from ragtrack.api import Progress
+
+    seen: list[str] = []
+    warnings: list[str] = []
+
+    def crash_after_two(record):
+        seen.append(record.id)
+        if len(seen) == 2:
+            raise KeyboardInterrupt  # the process dies here
+
+    with dify_server(project) as server:
+        write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
+        evaluate("dify-app", root=project)
+        assert len(server.replies("chat_messages")) == 5
+        server.app_key = "app-loopback-next-app-5e6f"  # the duplicated app, with its own key
+        monkeypatch.setenv("DIFY_APP_KEY", server.app_key)
+        report = evaluate("dify-app", root=project)
+        assert len(server.replies("chat_messages")) == 10 and report.accounting["agent"]["dify"]["cached"] == 0
+        assert evaluate("dify-app", root=project).accounting["agent"]["dify"]["cached"] == 5  # its own cache
+
+        with pytest.raises(KeyboardInterrupt):
+            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after_two))
+        server.app_key = APP_KEY
+        monkeypatch.setenv("DIFY_APP_KEY", APP_KEY)
+        resumed = evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_warning=warnings.append))
+    assert resumed.resumed == 0 and resumed.complete and len(resumed.records) == 5
+    assert any("was answered with another key (another app): starting a new run" in w for w in warnings), warnings
+    assert APP_KEY not in " ".join(warnings)
+
+
 def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys):
     from ragtrack.api import Progress
 

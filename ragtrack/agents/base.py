@@ -33,7 +33,7 @@ from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
 from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.llm.memory import shared_memory
-from ragtrack.secrets import EnvName, declare, redact
+from ragtrack.secrets import EnvName, declare, redact, secret_digest
 from ragtrack.tomlfile import file_key_line
 
 if TYPE_CHECKING:
@@ -176,8 +176,9 @@ class ExternalAgent(BaseAgent):
         raise NotImplementedError
 
     def cache_identity(self) -> str:
-        """What the cached replies belong to (the spec hash; a kind may add what else changes answers)."""
-        return self.identity.hash
+        """What the cached replies belong to: the spec hash and the runtime identity (the key's digest);
+        a kind may add what else changes answers."""
+        return ":".join(filter(None, (self.identity.hash, self.identity.runtime)))
 
     @property
     def timeout_s(self) -> float:
@@ -255,6 +256,7 @@ class PlatformAgent(ExternalAgent):
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
         key = read_secret(spec, self.table.api_key_env)
+        self.identity = replace(self.identity, runtime=secret_digest(key))  # the key picks the app
         self.endpoint = bearer_endpoint(
             self.table.base_url,
             key,

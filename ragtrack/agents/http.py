@@ -19,6 +19,7 @@ unknown. An empty list is an answer that retrieved nothing.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator
@@ -38,6 +39,7 @@ from ragtrack.agents.base import (
 from ragtrack.agents.endpoint import Endpoint, EndpointError
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.llm.accounting import Usage
+from ragtrack.secrets import secret_digest
 
 if TYPE_CHECKING:
     from ragtrack.spec import LoadedSpec
@@ -100,6 +102,10 @@ class HttpAgent(ExternalAgent):
             name: _ENV.sub(lambda m, name=name: read_secret(spec, m.group(1), f"agent.headers.{name}"), value)
             for name, value in t.headers.items()
         }
+        if headers != t.headers:  # a key in a header may pick what answers (a gateway's tenant, an app)
+            self.identity = replace(
+                self.identity, runtime=secret_digest(*sorted(f"{k}={v}" for k, v in headers.items()))
+            )
         self.endpoint = Endpoint(
             t.url,
             headers=headers,

@@ -265,7 +265,13 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
 
         header, done, build_usage = checkpoint.load()
-        if o.fresh:
+        other_app = bool(header.get("run_id")) and header.get("runtime", "") != agent.identity.runtime
+        if other_app:  # same spec, another key: another app answered the items done so far
+            progress.on_warning(
+                f"the interrupted run {header['run_id']} was answered with another key (another app): "
+                "starting a new run"
+            )
+        if o.fresh or other_app:
             if header.get("run_id") and store.run_status(header["run_id"]) == "RUNNING":
                 store.finish_run(header["run_id"], "KILLED")  # the interrupted run is closed, not left RUNNING
             checkpoint.remove()
@@ -274,7 +280,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
         tags = runs.eval_tags(spec, golden, panel, agent, model, full, limits)
         run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
         runs.log_golden_dataset(store, run_id, golden, stale)
-        checkpoint.start({"run_id": run_id, "version": spec.name})
+        checkpoint.start({"run_id": run_id, "version": spec.name, "runtime": agent.identity.runtime})
         checkpoint.add_build(agent.setup.usage)
         for step, usage in agent.setup.usage.items():
             build_usage.setdefault(step, Usage()).add(usage)
