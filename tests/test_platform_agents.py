@@ -164,7 +164,9 @@ def test_a_dify_chat_app_is_evaluated_with_contexts_mapped_by_text(project, keys
 
 def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys):
     with dify_server(project, app_mode="completion") as server:
-        agent = DIFY_AGENT.format(url=server.base_url, n=2) + 'app_mode = "completion"\nquery_input = "query"\n'
+        # No query_input: Dify's completion template reads the question from the input "query" (the
+        # loopback, like Dify, ignores a top-level query there: the question never reached the prompt).
+        agent = DIFY_AGENT.format(url=server.base_url, n=2) + 'app_mode = "completion"\n'
         write_spec(project, "dify-completion", agent)
         report = evaluate("dify-completion", root=project)
     assert report.complete and report.metrics["retrieval_n"] == 5
@@ -230,7 +232,65 @@ def test_dify_retrieval_only_with_an_app_key_stops_before_the_first_question(pro
         write_spec(project, "dify-retrieval", dify_retrieval(server, "DIFY_APP_KEY"))
         result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-retrieval"])
     assert result.exit_code == 2 and "retrieval_only needs a knowledge-base API key" in result.output
-    assert [x.request.path for x in server.exchanges] == ["/v1/datasets"]
+    assert [x.request.path for x in server.exchanges] == [f"/v1/datasets/{server.dataset_id}/documents"]
+    # A mistyped dataset_id asked every question (8 × 404 "Dataset not found."), logged and registered.
+    with dify_server(project) as server:
+        agent = dify_retrieval(server, "DIFY_DATASET_KEY").replace(server.dataset_id, "0" * 8 + server.dataset_id[8:])
+        write_spec(project, "dify-retrieval", agent)
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-retrieval"])
+    assert result.exit_code == 2 and "dataset_id: no knowledge base 00000000-" in result.output, result.output
+    assert len(server.exchanges) == 1 and not logged_runs(project)
+
+
+def logged_runs(project: Path) -> list:
+    """The project's runs (in any experiment) and registered model versions: a check that stops an eval
+    before its first question leaves neither."""
+    from mlflow import MlflowClient
+
+    db = project / "mlruns" / "mlflow.db"
+    if not db.exists():
+        return []
+    client = MlflowClient(f"sqlite:///{db}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return [*client.search_runs(experiments), *client.search_model_versions()]
+
+
+def test_a_workflow_app_a_dead_base_url_and_a_null_answer_are_said_before_or_per_question(project, keys, monkeypatch):
+    """A workflow app got every question refused (400 not_chat_app) and an empty run logged; a base URL
+    with nothing listening, 6 retries per question; an answer of null was judged as an empty answer."""
+    with dify_server(project, app_mode="workflow") as server:
+        write_spec(project, "dify-flow", DIFY_AGENT.format(url=server.base_url, n=1))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-flow"])
+    assert result.exit_code == 2 and "the app is a workflow app" in result.output, result.output
+    assert 'kind = "http"' in result.output and "/workflows/run" in result.output
+    assert [x.request.path for x in server.exchanges] == ["/v1/info"]
+
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on (really refused connections, retried as ever)
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    import ragtrack.agents.endpoint as endpoint
+
+    # Only the backoff's sleeps are skipped (six attempts span 15-31 s); the connections are real.
+    monkeypatch.setattr(endpoint, "RetryPolicy", lambda: RetryPolicy(sleep=lambda seconds: None))
+    write_spec(project, "dify-dead", DIFY_AGENT.format(url=dead, n=1))
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-dead"])
+    assert result.exit_code == 2 and "ConnectError" in result.output, result.output
+    assert "(is it running, and is base_url right?)" in result.output
+    assert not logged_runs(project)
+
+    class NullAnswer(DifyServer):
+        def chat_messages(self, request):
+            reply = super().chat_messages(request)
+            reply.body["answer"] = None
+            return reply
+
+    with NullAnswer(project / "golden" / "kb", app_key=APP_KEY, max_chars=200) as server:
+        write_spec(project, "dify-null", DIFY_AGENT.format(url=server.base_url, n=1))
+        report = evaluate("dify-null", root=project, limit=2)
+    assert all(r.errors == ["dify: the reply has no answer text (answer: None)"] for r in report.records)
+    assert all(not r.answered and not r.judges for r in report.records)
 
 
 def test_a_reply_without_retrieval_metadata_is_an_item_error_never_a_recall_of_0(project, keys):

@@ -27,7 +27,7 @@ from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, Bas
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
 from ragtrack.caches import cache_path
-from ragtrack.errors import InputError, Problem
+from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
@@ -276,6 +276,14 @@ class PlatformAgent(ExternalAgent):
 
     def call(self, question: str, usage: Usage) -> Reply:
         raise NotImplementedError
+
+    def unanswered_check(self, platform: str, e: EndpointError) -> None:
+        """Stop when a check before the first question got no HTTP answer after every retry (nothing
+        listening, a wrong host): each question would fail the same way, and a run would be logged empty."""
+        if not e.status and not e.code:
+            raise RagtrackError(
+                f"{platform} at {self.table.base_url}: {e} (is it running, and is base_url right?)"
+            ) from None
 
 
 def first(data: Any, *keys: str, default: Any = None) -> Any:

@@ -59,7 +59,9 @@ class DifyTable(PlatformTable):
     app_mode: Literal["chat", "advanced-chat", "agent-chat", "completion"] = "chat"
     user: str = "ragtrack"  # Dify requires an end-user ID
     inputs: dict[str, str | int | float | bool] = {}  # the app's variables
-    query_input: str | None = None  # completion apps whose prompt reads the question from this variable
+    # The input variable a completion app's prompt reads the question from (default "query", Dify's
+    # template: a completion app has no query field); chat apps may take it too.
+    query_input: str | None = None
     retrieval_only: bool = False
     dataset_id: str | None = None  # retrieval_only: the knowledge base (api_key_env then names a dataset key)
     top_k: int | None = Field(default=None, gt=0)  # retrieval_only: sent with search_method as retrieval_model
@@ -108,9 +110,18 @@ class DifyAgent(PlatformAgent):
                 raise RagtrackError(f"Dify at {t.base_url}: {e} (is ${t.api_key_env} the app's API key?)") from None
             if e.status == 404 and not t.base_url.rstrip("/").endswith("/v1"):
                 raise RagtrackError(f"Dify at {t.base_url}: {e} (its API lives under /v1)") from None
+            self.unanswered_check("Dify", e)
             return {}
         info = info if isinstance(info, dict) else {}
         reported = info.get("mode")
+        if reported == "workflow":  # it answers /workflows/run only: every question would get 400 not_chat_app
+            raise RagtrackError(
+                f'Dify at {t.base_url}: the app is a workflow app, and kind = "dify" asks chat and completion '
+                'apps; ask it with kind = "http": url = "<base_url>/workflows/run", headers = { Authorization = '
+                '"Bearer ${' + t.api_key_env + '}" }, body = { inputs = { query = "{question}" }, response_mode = '
+                '"blocking", user = "ragtrack" }, answer_path = "data.outputs.<its answer variable>", '
+                'contexts_path = "data.outputs.<a variable holding the Knowledge Retrieval node\'s result>"'
+            )
         if isinstance(reported, str) and (reported == "completion") != (t.app_mode == "completion"):
             # Each question would fail on the other endpoint (/chat-messages vs /completion-messages).
             wanted = "completion" if reported == "completion" else "chat"
@@ -122,19 +133,27 @@ class DifyAgent(PlatformAgent):
         return {names[k]: str(info[k]) for k in names if isinstance(info.get(k), str)}
 
     def _check_dataset_key(self) -> dict[str, str]:
-        """``retrieval_only`` asks with a knowledge-base key: one ``GET /datasets`` first, so that an
-        app key (or a base URL without ``/v1``) stops the eval before it starts, not after eight
-        refused questions and a logged empty run."""
+        """``retrieval_only`` asks with a knowledge-base key: one ``GET /datasets/{dataset_id}/documents``
+        first, so that an app key, a mistyped dataset_id (or a base URL without ``/v1``) stops the eval
+        before it starts, not after eight refused questions and a logged empty run."""
+        t: DifyTable = self.table
         try:
-            self.endpoint.request("GET", "/datasets", params={"page": 1, "limit": 1}, usage=Usage(), step="dify")
+            self.endpoint.request(
+                "GET", f"/datasets/{t.dataset_id}/documents", params={"page": 1, "limit": 1}, usage=Usage(), step="dify"
+            )
         except EndpointError as e:
             if e.status in (401, 403):
                 raise RagtrackError(
-                    f"Dify at {self.table.base_url}: {e} (retrieval_only needs a knowledge-base API key, dataset-…: "
-                    f"is ${self.table.api_key_env} one?)"
+                    f"Dify at {t.base_url}: {e} (retrieval_only needs a knowledge-base API key, dataset-…: "
+                    f"is ${t.api_key_env} one?)"
                 ) from None
-            if e.status == 404 and not self.table.base_url.rstrip("/").endswith("/v1"):
-                raise RagtrackError(f"Dify at {self.table.base_url}: {e} (its API lives under /v1)") from None
+            if e.status == 404 and not t.base_url.rstrip("/").endswith("/v1"):
+                raise RagtrackError(f"Dify at {t.base_url}: {e} (its API lives under /v1)") from None
+            if e.status == 404:
+                raise RagtrackError(
+                    f"Dify at {t.base_url}: dataset_id: no knowledge base {t.dataset_id} for this key ({e})"
+                ) from None
+            self.unanswered_check("Dify", e)
         return {}
 
     def call(self, question: str, usage: Usage) -> Reply:
@@ -142,7 +161,8 @@ class DifyAgent(PlatformAgent):
 
     def _message(self, question: str, usage: Usage) -> Reply:
         t: DifyTable = self.table
-        inputs = {**t.inputs, **({t.query_input: question} if t.query_input else {})}
+        variable = t.query_input or ("query" if t.app_mode == "completion" else None)
+        inputs = {**t.inputs, **({variable: question} if variable else {})}
         body = {"inputs": inputs, "query": question, "user": t.user, "response_mode": "blocking"}
         path = "/completion-messages" if t.app_mode == "completion" else "/chat-messages"
         if not self.streaming:
@@ -208,7 +228,9 @@ def read_message(body: Any) -> Reply:
     """A chat/completion reply → answer, contexts in ``position`` order, tokens and USD cost."""
     if not isinstance(body, dict):
         raise AgentCallError(f"unexpected reply: {str(body)[:120]!r}")
-    answer = body.get("answer") if isinstance(body.get("answer"), str) else ""
+    answer = body.get("answer")
+    if not isinstance(answer, str):  # a proxy or an app that broke the shape: not an empty answer to judge
+        raise AgentCallError(f"the reply has no answer text (answer: {str(answer)[:40]})")
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):
         return Reply(answer, None, NO_METADATA)

@@ -142,6 +142,7 @@ class RagflowAgent(PlatformAgent):
                     ) from None
                 if e.code in ("102", "108"):  # "doesn't exist" (≤ v0.24) / "lacks permission" (later)
                     raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key ({e})") from None
+                self.unanswered_check("RAGFlow", e)
                 return
             if isinstance(listed, dict) and listed.get("data") == []:
                 raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key (the listing is empty)")

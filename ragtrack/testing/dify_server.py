@@ -32,7 +32,7 @@ from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extracti
 from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer, page_args
 
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-MODES = ("chat", "advanced-chat", "agent-chat", "completion")
+MODES = ("chat", "advanced-chat", "agent-chat", "completion", "workflow")
 
 
 class DifyServer(LoopbackServer):
@@ -164,7 +164,7 @@ class DifyServer(LoopbackServer):
         started = time.monotonic()
         if denied := self._auth(request, self.app_key):
             return denied
-        if chat and self.app_mode == "completion":
+        if chat and self.app_mode in ("completion", "workflow"):
             return self.error(400, "not_chat_app", "Please check if your app mode matches the right API route.")
         if not chat and self.app_mode != "completion":
             return self.error(400, "app_unavailable", "App unavailable, please check your app configurations.")
@@ -173,10 +173,11 @@ class DifyServer(LoopbackServer):
             return self.error(400, "invalid_param", "inputs is required")
         if not body.get("user"):
             return self.error(400, "invalid_param", "Arg user must be provided.")
-        # Older completion apps read the question from an input variable named "query".
-        question = str(body.get("query") or ("" if chat else body["inputs"].get("query")) or "")
-        if chat and not question:
-            return self.error(400, "invalid_param", "query is required")
+        # A completion app has no query field: its prompt reads the question from an input variable
+        # ("query" in Dify's template); a top-level query is ignored, as Dify ignores it.
+        question = str((body.get("query") if chat else body["inputs"].get("query")) or "")
+        if not question:
+            return self.error(400, "invalid_param", "query is required" if chat else "query is required in input form")
         streaming = body.get("response_mode") == "streaming"
         if self.app_mode == "agent-chat" and not streaming:
             return self.error(400, "invalid_param", "Agent Chat App does not support blocking mode")
