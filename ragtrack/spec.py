@@ -199,7 +199,11 @@ def load_spec(
     raw, text = tomlfile.load(path)
     if isinstance(raw.get("version", {}), dict):
         declared = raw.setdefault("version", {}).setdefault("name", path.stem)
-        if path.stem == version and declared != version:  # found by its file name: the two must agree
+        # Found by its name, or given as a path (a built-in's zh-v1.toml declares v1: it is not the user's)
+        named = path.stem == version or (
+            Path(version).suffix == ".toml" and path.resolve().parent != builtin_dir().resolve()
+        )
+        if named and declared != path.stem:  # the file name and the declared name must agree
             raise InputError([_misnamed(path, text, declared)])
     table = raw.get("agent")
     if table is None and (near := _misspelt_agent_table(raw)):

@@ -82,6 +82,15 @@ def _line_of(text, needle):
     return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(needle))
 
 
+@pytest.mark.parametrize("value", ["true", '"5"', "5.0"])
+def test_a_value_of_the_wrong_type_is_reported_at_its_line_not_coerced(pipelines, value):
+    """`top_k = true` ran as top_k 1 (pydantic's lax mode), "5" and 5.0 as 5."""
+    text = V1_BODY.replace("top_k = 5", f"top_k = {value}")
+    [problem] = _write(pipelines, text)
+    assert problem.startswith(f"{pipelines / 'bad.toml'}:{_line_of(text, 'top_k')}: retrieval.top_k: ")
+    assert "valid integer" in problem, problem
+
+
 def test_unknown_key_names_its_path_line_and_the_name_it_resembles(pipelines):
     text = V1_BODY.replace("top_k = 5", "top_k = 5\ntopk = 3")
     problems = _write(pipelines, text)
@@ -139,6 +148,10 @@ def test_a_copied_spec_that_keeps_its_originals_name_is_refused(pipelines):
     (pipelines / "v6.toml").write_text(text.replace('name = "v1"\n', ""))  # no name: the file's
     assert load_spec("v6", pipelines).name == "v6"
     assert load_spec(str(pipelines / "v1.toml"), pipelines).name == "v1"  # a path: the name it declares
+    # Named by its path, the copy was logged and registered as v1 (the check ran for bare names only).
+    (pipelines / "v6.toml").write_text(text)
+    with pytest.raises(InputError, match="declares name 'v1', but the file is v6.toml"):
+        load_spec(str(pipelines / "v6.toml"), pipelines)
 
 
 @pytest.mark.parametrize("target", ["/proc/self/environ", "../../../etc/passwd", "../outside.md"])

@@ -39,7 +39,8 @@ GENERATORS: Registry = Registry(
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: TOML has types, so `top_k = true` or "5" is a mistake to report, not a value to coerce
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class FixedChunking(_Strict):
