@@ -845,6 +845,29 @@ def test_an_agent_that_keeps_failing_stops_the_run_and_the_resume_asks_its_quest
     }
 
 
+def test_a_rerun_asks_the_items_that_failed_again_without_taking_them_for_an_outage(project):
+    """Half the items fail (the agent raises on them), interleaved with answers: the re-run, answering
+    the others from the cache, asked only the failing ones, counted 8 "in a row" and stopped."""
+    import json
+
+    golden = project / "golden" / "golden.jsonl"
+    first = json.loads(golden.read_text().splitlines()[0])
+    rows = [{**first, "id": f"q{n}", "question": f"{first['question']} ({n})"} for n in range(20)]
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (project / "toy_rag_half.py").write_text(
+        "def answer(q):\n"
+        "    if int(q.rsplit('(', 1)[1].rstrip(')')) % 2:\n"
+        "        raise ValueError('no route for this question')\n"
+        "    return {'answer': 'an answer', 'contexts': []}\n"
+    )
+    write_spec(project, "py-half", 'kind = "python"\ntarget = "toy_rag_half:answer"\n')
+    for _ in range(2):
+        report = evaluate("py-half", root=project)
+        assert report.complete and not report.stopped_early, report.stopped_early
+        assert sum(bool(r.errors) for r in report.records) == 10
+    assert report.accounting["agent"]["python"]["cached"] == 10
+
+
 # ---------------------------------------------------------------------------------------- specs
 @pytest.mark.parametrize(
     "agent, message",

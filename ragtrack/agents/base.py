@@ -194,6 +194,9 @@ class ExternalAgent(BaseAgent):
         reply = Reply.from_json(self.cache.get_json(key)) if self.ctx.use_cache else None
         if reply is not None:
             usage.cached += 1
+            # It answered this once: failures of the items between are not "in a row" (a re-run asks only
+            # the items that failed before, and would stop on eight of them with the agent up).
+            self.circuit.success()
         else:
             self.circuit.check()  # after a run of failures, stop instead of asking (CircuitOpenError)
             try:

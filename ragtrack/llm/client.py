@@ -320,6 +320,7 @@ class LLM:
             hit = self.cache.get(cache_key(self.identity, messages, params))
             if hit is not None:
                 usage.cached += 1
+                self.circuit.success()  # as for an agent's cached reply: the failures around it are not in a row
                 return hit, True
         backend = self.backend
         completion, latency = call_with_retries(
