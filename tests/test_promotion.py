@@ -225,7 +225,9 @@ def test_compare_records_pairs_items_and_flags_partial_judges():
 # ---------------------------------------------------------------- applied to a real store
 
 
-def log_eval(store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1", edited=False):
+def log_eval(
+    store, version, correctness, groundedness=None, *, digest="g1", judge="heuristic@h1", edited=False, limited=""
+):
     """Register ``version`` (once; again when its spec was ``edited``) and log a complete eval run with
     these per-item scores."""
     existing = store.model_versions(version)
@@ -248,6 +250,7 @@ def log_eval(store, version, correctness, groundedness=None, *, digest="g1", jud
         Tag.JUDGE_IDENTITY: judge,
         Tag.SUBSTITUTED: "false",
         Tag.MODEL_VERSION: model_version,
+        **({Tag.LIMITED: limited} if limited else {}),
     }
     run_id = store.start_run(f"eval {version}", {"mapping_min_overlap": "0.5"}, tags)
     store.log_metrics(run_id, aggregate(recs, ("correctness", "groundedness")))
@@ -303,6 +306,10 @@ def test_the_champion_is_its_own_model_versions_eval_after_its_spec_was_edited_i
     d = promote(store, tmp_path, "v1", dry_run=True)
     assert (d.run_id, d.champion_run_id, d.champion_model_version) == (edited_run, champion_run, champion_mv)
     assert d.promoted and d.figures["correctness_delta"] == pytest.approx(1.0)
+    # It read "v1 would be promoted over v1 (model version 1)".
+    assert d.summary().startswith(
+        f"v1 (model version {edited_mv}) would be promoted over v1 (model version {champion_mv}): "
+    )
     log_eval(store, "v2", [5] * 8)
     d = promote(store, tmp_path, "v2", dry_run=True)
     assert d.champion_run_id == champion_run and d.figures["correctness_delta"] == pytest.approx(2.0)
@@ -452,6 +459,39 @@ def test_a_p_value_below_one_in_a_thousand_reads_as_such_never_as_zero():
     assert (p_text(0.00005), p_text(0.0012), p_text(0.5)) == ("<0.001", "0.001", "0.500")
     d = compare_paired([1.0] * 40, [5.0] * 40)  # 40 pairs: 20,000 sampled sign patterns, none as extreme
     assert d.p_value == pytest.approx(1 / 20_001) and d.p_text == "<0.001"
+
+
+def test_a_quick_limited_eval_does_not_hide_the_full_one_from_promote(store, tmp_path):
+    """A `--limit 3` check after the full eval made promote refuse ("answered 3 of 8") and advise
+    evaluating the champion with --limit, which could not help either."""
+    log_eval(store, "v1", BASE)
+    promote(store, tmp_path, "v1")
+    full, _ = log_eval(store, "v2", [4] * 8)
+    quick, _ = log_eval(store, "v2", [5] * 3, [5] * 3, digest="g1-first-3", limited="3 of 8")
+    d = promote(store, tmp_path, "v2", dry_run=True)
+    assert d.run_id == full and d.promoted
+    d = promote(store, tmp_path, "v2", dry_run=True, allow_partial=True)  # asked for: the newest, cut or not
+    assert d.run_id == quick and not d.promoted
+
+
+def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_name(project):
+    """Two CI jobs of one name share a store: promote judged whichever eval finished last, and told
+    the other job "already the champion"."""
+    from ragtrack.api import promote as promote_version
+    from ragtrack.errors import RagtrackError
+
+    spec = project / "pipelines" / "v3.toml"
+    original = spec.read_text()
+    mine = evaluate("v3", root=project)
+    spec.write_text(original.replace("top_k = 3", "top_k = 2"))  # the other job's agent
+    theirs = evaluate("v3", root=project)
+    assert theirs.model_version != mine.model_version
+    spec.write_text(original)  # this checkout
+    d = promote_version("v3", root=project, dry_run=True)
+    assert (d.run_id, d.model_version) == (mine.run_id, mine.model_version)
+    spec.write_text(original.replace("top_k = 3", "top_k = 4"))  # edited, never evaluated
+    with pytest.raises(RagtrackError, match=r"v3.toml has changed since v3 was last evaluated .*ragtrack eval"):
+        promote_version("v3", root=project, dry_run=True)
 
 
 def test_a_champion_alias_removed_by_hand_is_noted_beside_the_verdict(store, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import validate_call
 
 from ragtrack.api.evaluation import load_inputs
-from ragtrack.config import load_config
+from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.compare import (
     ItemChange,
@@ -20,10 +20,10 @@ from ragtrack.evaluation.compare import (
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import Decision, Rule
 from ragtrack.records import RunSummary
-from ragtrack.spec import BUILTIN_VERSIONS, resolve_spec_path, version_order
+from ragtrack.spec import BUILTIN_VERSIONS, load_spec, resolve_spec_path, version_order
 from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
-from ragtrack.tracking.store import Tag, open_store
+from ragtrack.tracking.store import Store, Tag, open_store
 
 
 @dataclass
@@ -142,7 +142,24 @@ def promote(
             f"no version {version!r}: no eval of it in the store and no spec {spec}; "
             f"evaluated: {', '.join(evaluated) or 'none yet'}"
         )
-    return promote_in_store(store, version, rule, dry_run=dry_run)
+    model_version = _checked_out(store, version, spec, config)
+    return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
+
+
+def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig) -> str | None:
+    """The model version of ``version``'s spec as it is in this checkout, so that ``promote`` judges
+    this checkout's agent (two CI jobs of one name share a store; the newest eval may be the other
+    job's). None when the spec is not a file here (a built-in, or one evaluated elsewhere)."""
+    if not spec.is_file():
+        return None
+    loaded = load_spec(version, config.path(config.project.pipelines), config.root)
+    found = store.model_versions(version, loaded.hash)
+    if not found:
+        raise RagtrackError(
+            f"{spec} has changed since {version} was last evaluated (spec hash {loaded.hash} has no eval): "
+            f"run: ragtrack eval --version {version}"
+        )
+    return str(found[0].version)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,9 @@ class Decision:
         if self.already_champion:
             return f"{self.version} {self.verb} (model version {self.model_version}): " + "; ".join(self.reasons)
         against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
-        return f"{self.version} {self.verb}{against}: " + "; ".join(self.reasons)
+        # "v1 refused over v1" says nothing: the challenger is another model version of the champion's name
+        mine = f" (model version {self.model_version})" if self.champion == self.version else ""
+        return f"{self.version}{mine} {self.verb}{against}: " + "; ".join(self.reasons)
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,12 @@ def partial_means(run: RunSummary) -> list[str]:
 
 def _why_partial(run: RunSummary) -> str:
     unanswered = int(run.metrics.get(m.UNANSWERED, 0))
-    return f"{unanswered} questions got no answer" if unanswered else "judge errors"
+    unreported = int(run.metrics.get("items", 0) - run.metrics.get(m.RETRIEVAL_N, run.metrics.get("items", 0)))
+    if unanswered:
+        return f"{unanswered} question{'s' if unanswered != 1 else ''} got no answer"
+    if unreported:  # groundedness reads the contexts: a reply that did not report them is not judged on it
+        return f"{unreported} repl{'ies' if unreported != 1 else 'y'} did not say what was retrieved, or judge errors"
+    return "judge errors"
 
 
 def decide(

@@ -24,12 +24,18 @@ from ragtrack.tracking import descriptions, standings
 from ragtrack.tracking.store import Store, Tag
 
 
-def promote(store: Store, version: str, rule: Rule, *, dry_run: bool) -> Decision:
-    """Decide on ``version``'s latest eval; on success (and not a dry run) move the alias. A dry run
-    moves nothing, so it takes no lock: a CI gate does not wait behind a promotion (or a lock a
-    crashed promoter left) to read the champion."""
+def promote(store: Store, version: str, rule: Rule, *, dry_run: bool, model_version: str | None = None) -> Decision:
+    """Decide on ``version``'s latest eval (of ``model_version``: the spec as it is now, when known);
+    on success (and not a dry run) move the alias. A dry run moves nothing, so it takes no lock: a CI
+    gate does not wait behind a promotion (or a lock a crashed promoter left) to read the champion.
+
+    A ``--limit`` run is a check, not a verdict: the newest full eval is judged when there is one
+    (with ``rule.allow_partial`` the newest of any)."""
     with nullcontext() if dry_run else store.registry_lock("promotion"):
-        decision = standings.standing(store, store.latest_eval(version), rule, metrics=(CRITERION, GUARD)).decision
+        store.latest_eval(version, model_version=model_version)  # none: its error says what to run
+        runs = store.eval_runs(version, model_version=model_version)
+        run = runs[0] if rule.allow_partial else next((r for r in runs if not r.limited), runs[0])
+        decision = standings.standing(store, run, rule, metrics=(CRITERION, GUARD)).decision
         decision.dry_run = dry_run
         if decision.promoted and not dry_run:
             # Inside the lock nobody else can move it; re-read anyway before writing.
