@@ -101,9 +101,8 @@ class ProjectConfig(_Strict):
     def _known_metrics(cls, gates: dict[str, float]) -> dict[str, float]:
         from ragtrack.evaluation.metrics import lookup  # the metric registry names what can be gated
 
-        for name in gates:
-            lookup(name)
-        return gates
+        # By the name runs log: a gate on `reciprocal_rank` (the per-item name of `mrr`) read "missing"
+        return {lookup(name).name: threshold for name, threshold in gates.items()}
 
     @model_validator(mode="after")
     def _judge_is_known(self) -> ProjectConfig:

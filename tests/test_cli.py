@@ -233,6 +233,11 @@ def test_user_errors_are_one_line_without_traceback(project):
     result = CliRunner().invoke(main, ["--root", str(project), "promote", "v1"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "gates: unknown metric 'corectness'" in result.output
+    # A gate on the per-item name of mrr read "missing" on every run and refused every promotion.
+    from ragtrack.config import load_config
+
+    (project / "ragtrack.toml").write_text("[gates]\nreciprocal_rank = 0.1\n")
+    assert load_config(project).gates == {"mrr": 0.1}
 
 
 def test_versions_table_keeps_its_markers_at_80_columns():

@@ -58,7 +58,9 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
 @click.option("--margin", default=0.0, show_default=True, help="Correctness must beat the champion by more than this.")
 @click.option("--tolerance", default=0.0, show_default=True, help="Groundedness may drop by at most this.")
 @click.option(
-    "--require-significance", is_flag=True, help="Also require the 95% CI of the correctness gain to exclude 0."
+    "--require-significance",
+    is_flag=True,
+    help="Also require the correctness gain to be significant: 95% CI excluding 0 and p < 0.05.",
 )
 @click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
 @click.option(

@@ -4,7 +4,8 @@ A challenger becomes champion only when, on the same golden set and judge:
 
 * its mean correctness beats the champion's by more than ``margin`` (default 0), and
 * its mean groundedness is not below the champion's minus ``tolerance`` (default 0);
-* optionally, the 95% paired-bootstrap interval of the correctness gain excludes 0;
+* optionally, the correctness gain is significant: its 95% paired-bootstrap interval excludes 0
+  and the sign-flip p < 0.05 (the two can disagree at the edge; both must hold);
 * optionally, absolute release gates (``[gates]`` of ``ragtrack.toml``) hold.
 
 It refuses, with every reason, when the runs are not comparable, when judge
@@ -53,7 +54,7 @@ class Rule:
     def describe(self) -> str:
         text = f"correctness > champion + {self.margin:g} and groundedness >= champion - {self.tolerance:g}"
         if self.require_significance:
-            text += " and the 95% CI of the correctness gain excludes 0"
+            text += " and the correctness gain is significant (95% CI excludes 0, p < 0.05)"
         return text
 
 
