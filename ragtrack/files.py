@@ -27,14 +27,21 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
+BOM = b"\xef\xbb\xbf"
+
+
 def decode(data: bytes, source: str | Path) -> str:
     """UTF-8 text of ``data`` (a leading BOM dropped); an error names ``source`` and the byte offset."""
+    bom = len(BOM) if data.startswith(BOM) else 0
     try:
-        return data.decode("utf-8-sig")
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        message = f"not UTF-8 text (byte {e.start}: {data[e.start : e.start + 1]!r})"
-        raise InputError([Problem(str(source), f"{message}{_looks_like(data)}; save it as UTF-8", line)]) from None
+        at = bom + e.start  # offsets in the file, BOM included (the decoder counts from after it)
+        line = data.count(b"\n", 0, at) + 1
+        message = f"not UTF-8 text (byte {at}: {data[at : at + 1]!r})"
+        raise InputError(
+            [Problem(str(source), f"{message}{_looks_like(data[bom:])}; save it as UTF-8", line)]
+        ) from None
 
 
 def _looks_like(data: bytes) -> str:

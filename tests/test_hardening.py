@@ -50,8 +50,11 @@ def test_a_golden_file_with_a_byte_order_mark_loads(tiny_corpus, tmp_path):
         (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "1: not UTF-8 text (byte 0:", ""),
         ("# 说明\n\n网关的默认端口是 8080。\n".encode("gbk"), "1: not UTF-8 text (byte 4:", "reads as GBK/GB18030"),
         ("# 说明\n".encode("utf-16"), "1: not UTF-8 text (byte 0:", "UTF-16 (a byte-order mark)"),
+        # After a UTF-8 BOM: the offset counted from after the BOM named b'c' and the BOM's own byte
+        (b"\xef\xbb\xbf# caf\xe9\n", "1: not UTF-8 text (byte 8: b'\\xe9')", ""),
+        (b"\xef\xbb\xbf" + "# 说明\n".encode("gbk"), "1: not UTF-8 text (byte 7:", "reads as GBK/GB18030"),
     ],
-    ids=["latin1", "binary", "gbk", "utf-16"],
+    ids=["latin1", "binary", "gbk", "utf-16", "bom-latin1", "bom-gbk"],
 )
 def test_undecodable_corpus_files_are_one_error_naming_file_line_and_byte(tmp_path, content, where, guess):
     (tmp_path / "kb").mkdir()

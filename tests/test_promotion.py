@@ -514,4 +514,8 @@ def test_promoting_a_name_with_neither_spec_nor_eval_says_so(store, tmp_path):
     said = r"no version 'v9': no eval of it in the store and no spec .*; evaluated: v1"
     with pytest.raises(RagtrackError, match=said):
         promote_version("v9", root=tmp_path)
+    from ragtrack.api import compare
+
+    with pytest.raises(RagtrackError, match=said):  # compare said "run: ragtrack eval --version v9" too
+        compare("v1", "v9", root=tmp_path)
     assert promote_version("v1", root=tmp_path, dry_run=True).promoted  # a built-in name needs no file

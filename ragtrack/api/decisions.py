@@ -69,6 +69,8 @@ def compare(
         raise RagtrackError(f"compare needs two versions; both are {version_a}")
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
+    for version in (version_a, version_b):
+        _known(store, config, version)
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
     runs_b = store.eval_runs(version_b, digest)
     latest = b = runs_b[0] if runs_b else store.latest_eval(version_b, digest)  # none: its error says what to run
@@ -134,16 +136,22 @@ def promote(
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
+    spec = _known(store, config, version)
+    model_version = _checked_out(store, version, spec, config)
+    return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
+
+
+def _known(store: Store, config: ProjectConfig, version: str) -> Path:
+    """``version``'s spec path; a name with neither a spec nor an eval is refused here, since
+    "run: ragtrack eval --version v9" would only fail on the missing spec."""
     spec = resolve_spec_path(version, config.path(config.project.pipelines))
     if version not in BUILTIN_VERSIONS and not spec.is_file() and not store.eval_runs(version):
-        # "run: ragtrack eval --version v9" would only fail on the missing spec.
         evaluated = sorted({r.version for r in store.eval_runs()}, key=version_order)
         raise RagtrackError(
             f"no version {version!r}: no eval of it in the store and no spec {spec}; "
             f"evaluated: {', '.join(evaluated) or 'none yet'}"
         )
-    model_version = _checked_out(store, version, spec, config)
-    return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
+    return spec
 
 
 def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig) -> str | None:
