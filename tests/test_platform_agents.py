@@ -327,6 +327,45 @@ def test_429_timeouts_and_dropped_connections_are_retried(project, keys):
     assert report.accounting["agent"]["dify"]["retries"] == 4 and report.accounting["agent"]["dify"]["calls"] == 5
 
 
+def test_a_web_page_answering_200_is_not_retried_and_names_the_url():
+    """An HTTP agent's URL pointing at a web UI: each question was asked six times (1.5 minutes for 8)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits = []
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            hits.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<!doctype html><html><title>Search</title></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        slept: list[float] = []
+        endpoint = Endpoint(
+            f"http://127.0.0.1:{server.server_port}",
+            headers={},
+            timeout_s=5,
+            max_concurrency=1,
+            retry=RetryPolicy(sleep=slept.append),
+        )
+        with pytest.raises(EndpointError, match=r"HTTP 200 reply is not JSON \(is the URL the API's\?\)"):
+            endpoint.request("POST", "/ask", json_body={"q": "x"}, usage=Usage(), step="test")
+    finally:
+        server.shutdown()
+    assert len(hits) == 1 and not slept, "not retried"
+
+
 def test_the_endpoint_honours_retry_after_and_backs_off_on_overload(project):
     slept: list[float] = []
     with dify_server(project) as server:
@@ -736,6 +775,20 @@ def test_editing_a_python_agents_module_makes_a_new_version(project):
     # A module that is not a file of the project (here: installed with Python) is not part of the hash.
     write_spec(project, "py-json", 'kind = "python"\ntarget = "json:dumps"\n')
     assert load_spec("py-json", project / "pipelines", project).code == {}
+    # In a folder of its own, the helpers it imports are the agent too: editing agent/retriever.py kept the
+    # spec hash, the cached answers and the champion's model version. At the root, only the module is.
+    (project / "agent" / "tools").mkdir(parents=True)
+    (project / "agent" / "rag.py").write_text("from retriever import search\n")
+    (project / "agent" / "retriever.py").write_text("def search(q):\n    return []\n")
+    (project / "agent" / "tools" / "rank.py").write_text("K = 3\n")
+    write_spec(project, "py-folder", 'kind = "python"\ntarget = "rag:answer"\npath = "agent"\n')
+    code = load_spec("py-folder", project / "pipelines", project).code
+    assert sorted(code) == ["agent/rag.py", "agent/retriever.py", "agent/tools/rank.py"]
+    (project / "agent" / "retriever.py").write_text("def search(q):\n    return ['tuned']\n")
+    assert (
+        load_spec("py-folder", project / "pipelines", project).code["agent/retriever.py"] != code["agent/retriever.py"]
+    )
+    assert list(load_spec("py-fn", project / "pipelines", project).code) == ["toy_rag_fn.py"]
 
 
 def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
@@ -748,6 +801,15 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     write_spec(project, "py-text", 'kind = "python"\ntarget = "toy_rag_bad:text_only"\n')
     report = evaluate("py-text", root=project)
     assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
+
+
+def test_a_context_that_is_no_text_makes_the_items_retrieval_unknown_not_a_passage():
+    """A stray 17 in the contexts was read as the text "17" and matched a passage that says 17."""
+    from ragtrack.agents.python import read_output
+
+    reply = read_output({"answer": "Seventeen steps.", "contexts": ["Steps: 17.", 17, None]})
+    assert reply.answer == "Seventeen steps." and reply.contexts is None
+    assert reply.problem == "context 2 is int '17'; expected text, a dict with text or a Document"
 
 
 @pytest.mark.parametrize(

@@ -173,8 +173,8 @@ class Endpoint:
             problem.retry_after = retry_after(headers)
         if problem is not None:
             raise problem
-        if isinstance(body, _NotJson):
-            raise TransientError(f"HTTP {status} reply is not JSON: {body[:120]!r}")
+        if isinstance(body, _NotJson):  # a web page where an API should be: asking again will not help
+            raise PermanentError(f"HTTP {status} reply is not JSON (is the URL the API's?): {body[:120]!r}")
         return body
 
 

@@ -196,6 +196,12 @@ def read_output(out: Any) -> Reply:
         raise AgentCallError(f"the answer ({'/'.join(ANSWER_KEYS)}) is not text")
     if not isinstance(contexts, list | tuple):
         return Reply(answer, None, f"the output has no list of contexts ({'/'.join(CONTEXT_KEYS)})")
+    for n, c in enumerate(contexts, start=1):  # a stray 17 read as text matched a passage saying "17"
+        if not (isinstance(c, str | Mapping) or hasattr(c, "page_content")):
+            problem = (
+                f"context {n} is {type(c).__name__} {str(c)[:40]!r}; expected text, a dict with text or a Document"
+            )
+            return Reply(answer, None, problem)
     return Reply(answer, [_context(c, n) for n, c in enumerate(contexts, start=1)])
 
 
@@ -210,7 +216,7 @@ def _context(item: Any, rank: int) -> PlatformContext:
         unit_id, doc, score = first(item, "id", "chunk_id"), first(item, "doc_id", "source"), first(item, "score")
         text = first(item, "text", "page_content", "content", default="")
     else:
-        return PlatformContext(f"context@{rank}", str(item))
+        raise TypeError(f"not a context: {type(item).__name__}")  # read_output lets none through
     return PlatformContext(
         id=str(unit_id) if unit_id is not None else f"context@{rank}",
         text=str(text or ""),
@@ -221,11 +227,20 @@ def _context(item: Any, rank: int) -> PlatformContext:
 
 
 def module_file(spec: PythonSpec, root: Path) -> list[Path]:
-    """The target module's file when it lies in the project (``path``/``module/name.py`` or a
-    package's ``__init__.py``), found without importing it; an installed module is not."""
+    """The agent's source files in the project, found without importing them: the target module's
+    file (``path``/``module/name.py`` or a package's ``__init__.py``) and, when it lives in a folder
+    of its own below the project root, every ``.py`` file of that folder (its helpers: editing
+    ``agent/retriever.py`` that ``agent/rag.py`` imports changes the agent too). An installed
+    module is not the project's."""
+    project = root.resolve()
     base = (root / spec.agent.path).resolve().joinpath(*spec.agent.target.partition(":")[0].split("."))
     found = [p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()][:1]
-    return [p for p in found if p.resolve().is_relative_to(root.resolve())]
+    found = [p.resolve() for p in found if p.resolve().is_relative_to(project)]
+    if not found or found[0].parent == project:
+        return found
+    folder = found[0].parent
+    helpers = (p for p in folder.rglob("*.py") if not any(part.startswith((".", "__pycache__")) for part in p.parts))
+    return sorted({found[0], *(p.resolve() for p in helpers)})
 
 
 KIND = AgentKind("python", PythonSpec, PythonAgent, declared_files, module_file)
