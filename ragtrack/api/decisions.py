@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import validate_call
-
-from ragtrack.api.evaluation import load_inputs
+from ragtrack.api.evaluation import checked_arguments, load_inputs
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.compare import (
@@ -47,7 +45,7 @@ class ComparisonReport:
         return comparison_text(self.a, self.b, self.rows, self.changes)
 
 
-@validate_call
+@checked_arguments
 def compare(
     version_a: str,
     version_b: str,
@@ -108,7 +106,7 @@ def compare(
     return report
 
 
-@validate_call
+@checked_arguments
 def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | None = None) -> str:
     """What a run's MLflow page shows (an eval against the champion, a comparison, a promotion
     decision), as Markdown for a reader outside the UI (a pull-request comment, a CI job summary):
@@ -119,7 +117,7 @@ def run_markdown(run_id: str, *, root: str | Path = ".", tracking_uri: str | Non
     return outside_ui(store.description(run_id), store.ui_address)
 
 
-@validate_call
+@checked_arguments
 def promote(
     version: str,
     *,
@@ -183,7 +181,7 @@ class VersionRow:
     last_evals: list[RunSummary]  # newest per golden digest
 
 
-@validate_call
+@checked_arguments
 def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
     """Every registered version (newest model version each, and the champion's), its last eval per golden digest."""
     config = load_config(root)

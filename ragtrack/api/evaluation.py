@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import validate_call
+from pydantic import ConfigDict, validate_call
 
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
@@ -158,7 +158,12 @@ class EvalOptions:
             raise RagtrackError(f"limit must be a whole number of items, 1 or more (got {self.limit!r})")
 
 
-@validate_call  # a misplaced argument (evaluate(1)) is named, not a TypeError deep inside
+#: The public API checks its arguments' types on entry: a misplaced argument (``evaluate(1)``) is named
+#: instead of failing deep inside, and nothing is coerced (``limit="5"`` or ``True`` is a mistake).
+checked_arguments = validate_call(config=ConfigDict(strict=True))
+
+
+@checked_arguments
 def evaluate(
     version: str,
     *,
