@@ -140,6 +140,20 @@ def test_scores_table_has_every_metric_overall_and_per_type_with_counts():
     assert rows["mrr"] == f"| mrr | {gap}0.500 | {gap}0.750 |"
     assert rows["context_recall"] == f"| context_recall | {gap}0.500 | {gap}— |"  # no per-type value: a dash
     assert "relevance (1–5)" not in rows  # a metric with no value in any scope is left out
+    # Retrieval means over fewer items (replies that did not say what they retrieved) say so as judges do.
+    rows = {line.split(" | ")[0].strip("| "): line for line in d.scores({**metrics, "retrieval_n": 3.0}).splitlines()}
+    assert rows["mrr"] == f"| mrr | {gap}0.500 (n=3) | {gap}0.750 |"
+
+
+def test_an_eval_run_with_failed_items_says_how_many_were_judged_and_lists_the_errors():
+    """The Markdown of a run with 13 of 48 items failed read "over 48 items" and listed no error."""
+    metrics = {"correctness": 1.5, "correctness_n": 35.0, "groundedness": 4.0, "items": 48.0, "unanswered": 13.0}
+    errors = ["7 items (a1, a2, a3, a4, …): python: the answer (answer) is not text"]
+    text = d.eval_run(summary("flaky", "2", metrics), {"golden_items": "48"}, "", 48, None, LINKS, errors)
+    assert text.splitlines()[0].endswith("over 48 items (35 judged)  ")
+    section = text.split("**Errors** (the figures above leave these items out where they say n)\n\n")[1]
+    assert section.splitlines()[0] == f"* {errors[0]}"
+    assert "**Errors**" not in d.eval_run(summary("ok", "2", {"items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS)
 
 
 def diff(mean_a, mean_b, low, high, p, n=4):

@@ -94,7 +94,11 @@ def headline(run: RunSummary) -> str:
     """``**v5**: correctness 2.60, groundedness 5.00 (judges 1–5), context recall 0.627, MRR 0.697``."""
     metrics = run.metrics
     parts = [f"{_label(n)} {_value(n, metrics.get(n))}" for n in m.CORE]
-    return f"**{run.version}**: " + ", ".join(parts) + f" over {int(metrics.get('items', 0))} items"
+    items = int(metrics.get("items", 0))
+    judged = metrics.get(m.judge_count(CRITERION))
+    # A mean over fewer items than the run holds says so here too (the first line a PR comment shows).
+    fewer = f" ({int(judged)} judged)" if judged is not None and judged < items else ""
+    return f"**{run.version}**: " + ", ".join(parts) + f" over {items} items{fewer}"
 
 
 def scores(metrics: dict[str, float]) -> str:
@@ -109,8 +113,9 @@ def scores(metrics: dict[str, float]) -> str:
         cells = []
         for s in scopes:
             cell = _value(name, metrics.get(m.key(name, s)))
-            scored, total = metrics.get(m.key(m.judge_count(name), s)), metrics.get(m.key("items", s))
-            if name in JUDGES and scored is not None and total and scored < total:
+            count = m.judge_count(name) if name in JUDGES else m.RETRIEVAL_N if name in m.RETRIEVAL else None
+            scored, total = metrics.get(m.key(count, s)) if count else None, metrics.get(m.key("items", s))
+            if scored is not None and total and scored < total:
                 cell += f" (n={int(scored)})"
             cells.append(f"**{cell}**" if s == m.ALL and name == CRITERION else cell)
         rows.append([_label(name), *cells])
@@ -183,8 +188,10 @@ def eval_run(
     items: int,
     standing: Standing | None,
     links: Links,
+    errors: Sequence[str] = (),
 ) -> str:
-    """An eval run's description: verdict first, then identity, scores, the champion comparison, diagnosis."""
+    """An eval run's description: verdict first, then identity, scores, the champion comparison, errors
+    (``report.error_lines``: the terminal's summary), diagnosis."""
     total = int(params.get("golden_items", items))
     lines = [headline(run) + "  ", _standing_line(run, standing, items, total), ""]
     described = params.get("spec.version.description") or ""
@@ -203,6 +210,9 @@ def eval_run(
         against = d.champion is not None and d.champion_model_version != run.model_version
         if against or items < total:  # else the first line said it already ("would promote" came twice)
             lines += ["", _standing(run, standing, links)]
+    if errors:
+        lines += ["", "**Errors** (the figures above leave these items out where they say n)", ""]
+        lines += [f"* {e}" for e in errors]
     lines += ["", "**Diagnosis** (retrieval first, then generation)", "", diagnosis]
     lines += [
         "",

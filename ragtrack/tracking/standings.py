@@ -96,7 +96,10 @@ def describe_eval(
         )
     _log_plot(store, run.run_id, run, standing)
     links = descriptions.Links(store.registered_model)
-    store.describe_run(run.run_id, descriptions.eval_run(run, params, diagnosis, len(records), standing, links))
+    from ragtrack.report import error_lines
+
+    errors = error_lines(records)
+    store.describe_run(run.run_id, descriptions.eval_run(run, params, diagnosis, len(records), standing, links, errors))
     if model_id:
         describe_logged_model(store, model_id, run, params)
     if len(records) == int(params.get("golden_items", len(records))):
