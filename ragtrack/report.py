@@ -231,7 +231,7 @@ def versions_table(rows: list[VersionRow]) -> Table:
                 row.model_version if n == 0 else "",
                 row.spec_hash[:7] if n == 0 else "",
                 run.golden_digest[:7],
-                run.run_id[:7] + ("[bold yellow]*[/]" if run.substituted else ""),
+                run.run_id[:7] + "".join(mark for mark, on in _run_marks(run) if on),
                 fmt(metrics.get("context_recall")),
                 fmt(metrics.get("mrr")),
                 fmt(metrics.get("correctness"), 2),
@@ -239,6 +239,19 @@ def versions_table(rows: list[VersionRow]) -> Table:
                 run.judge_identity.split("|")[0],
             )
     return table
+
+
+def _run_marks(run: RunSummary) -> list[tuple[str, bool]]:
+    """The markers after a run's ID in ``versions`` (its legend explains them): * substituted models,
+    ~ a mean shown covers fewer items than the run holds, ! the run has cautions (a --limit cut,
+    --allow-stale items, an agent warning)."""
+    items = run.metrics.get("items", 0)
+    counts = (m.RETRIEVAL_N, m.judge_count("correctness"), m.judge_count("groundedness"))
+    return [
+        ("[bold yellow]*[/]", run.substituted),
+        ("[yellow]~[/]", any(run.metrics.get(k, items) < items for k in counts)),
+        ("[yellow]![/]", bool(run.cautions)),
+    ]
 
 
 def calibration_table(report: CalibrationReport) -> Table:

@@ -247,15 +247,28 @@ def test_versions_table_keeps_its_markers_at_80_columns():
     from ragtrack.records import RunSummary
     from ragtrack.report import versions_table
 
-    def runs(version, substituted, judge="heuristic@h3"):
-        metrics = {"context_recall": 0.658, "mrr": 0.648, "correctness": 2.4, "groundedness": 5.0}
+    def runs(version, substituted, judge="heuristic@h3", judged=48.0, cautions=()):
+        metrics = {"context_recall": 0.658, "mrr": 0.648, "correctness": 2.4, "groundedness": 5.0, "items": 48.0}
+        metrics["correctness_n"] = judged
         return [
-            RunSummary(f"0123456789{version}", version, "b3659caab4e0ee6f", judge, "0.5", substituted, "1", metrics)
+            RunSummary(
+                f"0123456789{version}",
+                version,
+                "b3659caab4e0ee6f",
+                judge,
+                "0.5",
+                substituted,
+                "1",
+                metrics,
+                cautions=cautions,
+            )
         ]
 
     rows = [
         VersionRow("v1", "1", "abcdef1234567890", True, runs("v1", False)),
         VersionRow("v5", "5", "abcdef1234567890", False, runs("v5", True, "openai:a-long-model-name|prompts=x")),
+        # A run whose correctness mean covers 35 of 48 items, cut by --limit: it read like the others.
+        VersionRow("v6", "6", "abcdef1234567890", False, runs("v6", False, judged=35.0, cautions=("--limit",))),
     ]
     console = Console(width=80, record=True)
     console.print(versions_table(rows))
@@ -263,6 +276,8 @@ def test_versions_table_keeps_its_markers_at_80_columns():
     assert all(len(line) <= 80 for line in lines)
     assert "v1 ★" in lines[1] and "0.658" in lines[1] and "heuristic@h3" in lines[1]
     assert "0123456*" in lines[2] and "5.00" in lines[2]
+    [v6] = [line for line in lines if line.startswith("v6")]  # the long judge above wraps onto a line
+    assert "0123456~!" in v6 and "2.40" in v6
 
 
 def test_progress_lines_outside_a_terminal_have_a_rate_and_an_eta():

@@ -129,4 +129,7 @@ def versions(ctx, tracking_uri):
         console.print("no versions registered yet; run: ragtrack eval --version v1")
         return
     console.print(view.versions_table(rows))
-    console.print("[dim]★ champion · run* = that eval used substituted models · IDs shortened to 7[/]")
+    console.print(
+        "[dim]★ champion · after a run: * substituted models, ~ a mean covers fewer items than the run "
+        "(n in `ragtrack compare`), ! cautions (--limit, --allow-stale, agent warnings) · IDs shortened to 7[/]"
+    )
