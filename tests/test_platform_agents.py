@@ -672,6 +672,11 @@ def test_any_json_endpoint_with_a_body_template_and_json_paths(project, keys, mo
     assert "5 of 5 questions got no answer" in result.output and "did not say what was retrieved" not in result.output
     assert "5 items (a1, a2, b1, c1, …): http: the reply has no text at answer_path 'data.reply'" in result.output
     assert "no question got an answer" in result.output
+    # Comparing with it printed an empty table and logged it as a comparison.
+    evaluate("v1", root=project)
+    result = CliRunner().invoke(main, ["--root", str(project), "compare", "v1", "my-service"])
+    assert result.exit_code == 2 and "my-service's latest eval" in result.output, result.output
+    assert "got no answer to any question: nothing to compare" in result.output
 
 
 class EchoServer(AskServer):

@@ -8,6 +8,7 @@ from pathlib import Path
 from ragtrack.api.evaluation import checked_arguments, load_inputs
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import (
     ItemChange,
     MetricRow,
@@ -81,10 +82,17 @@ def compare(
             raise RagtrackError(
                 f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
                 f"(digest {b.golden_digest}, {int(b.metrics.get('items', 0))} items, judge {b.judge_identity}); "
-                f"run: ragtrack eval --version {version_a} with the --golden, --limit and --judge that run used "
+                f"run: ragtrack eval --version {version_a} with the --golden, --corpus, --limit and --judge "
+                "that run used "
                 f"(or evaluate {version_b} again on the set you meant)"
             ) from None
         a = store.latest_eval(version_a)
+    for run in (a, b):  # every question failed (a platform down): a table of nothing, logged as a comparison
+        if run.metrics.get("items") and run.metrics.get(m.UNANSWERED, 0) >= run.metrics["items"]:
+            raise RagtrackError(
+                f"{run.version}'s latest eval ({run.run_id[:8]}) got no answer to any question: nothing to compare "
+                f"(its errors: ragtrack ui, or its items.jsonl); run: ragtrack eval --version {run.version}"
+            )
     warnings = comparability_problems(a, b)
     if b.run_id != latest.run_id:
         warnings.insert(

@@ -209,7 +209,7 @@ def decide(
             f"the champion {champion.version} (model version {champion.model_version}) has no eval on the "
             f"golden set of {challenger.version}'s run (digest {challenger.golden_digest}, {items} items) with its "
             f"judge ({challenger.judge_identity}); run: ragtrack eval --version {champion.version}, with the "
-            "--golden, --limit and --judge that run used (and the champion's spec: an edited spec is a new "
+            "--golden, --corpus, --limit and --judge that run used (and the champion's spec: an edited spec is a new "
             "model version)"
         )
         return decision
