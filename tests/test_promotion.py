@@ -477,6 +477,7 @@ def test_a_quick_limited_eval_does_not_hide_the_full_one_from_promote(store, tmp
 def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_name(project):
     """Two CI jobs of one name share a store: promote judged whichever eval finished last, and told
     the other job "already the champion"."""
+    from ragtrack.api import Progress
     from ragtrack.api import promote as promote_version
     from ragtrack.errors import RagtrackError
 
@@ -484,8 +485,14 @@ def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_nam
     original = spec.read_text()
     mine = evaluate("v3", root=project)
     spec.write_text(original.replace("top_k = 3", "top_k = 2"))  # the other job's agent
-    theirs = evaluate("v3", root=project)
+    said: list[str] = []
+    theirs = evaluate("v3", root=project, progress=Progress(on_warning=said.append))
     assert theirs.model_version != mine.model_version
+    # Said at eval time, not found out at promotion ("v3 refused over v3").
+    assert (
+        f"v3 is registered as model version {theirs.model_version}: its spec differs from model version "
+        f"{mine.model_version}: retrieval.top_k 3 → 2"
+    ) in said
     spec.write_text(original)  # this checkout
     d = promote_version("v3", root=project, dry_run=True)
     assert (d.run_id, d.model_version) == (mine.run_id, mine.model_version)

@@ -32,7 +32,7 @@ from ragtrack.llm.accounting import Accounting, Usage
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
-from ragtrack.tracking.models import ModelRef, ensure_version_model
+from ragtrack.tracking.models import ModelRef, ensure_version_model, spec_change
 from ragtrack.tracking.store import Store, local_database, open_store, resolve_tracking_uri
 
 
@@ -268,6 +268,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             progress.on_warning(message)
         # Absolute: the model answers wherever it is loaded, not from the folder the eval ran in.
         model = ensure_version_model(store, spec, str(Path(corpus.source).resolve()), str(Path(o.root).resolve()))
+        if change := spec_change(store, spec, model):
+            progress.on_warning(change)
 
         header, done, build_usage = checkpoint.load()
         other_app = bool(header.get("run_id")) and header.get("runtime", "") != agent.identity.runtime

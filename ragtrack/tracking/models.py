@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlflow
+from mlflow.exceptions import MlflowException
 
 from ragtrack.files import read_text
 from ragtrack.records import RunSummary
@@ -78,6 +79,33 @@ def _register(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> Mo
         )
     version = store.register_model(info.model_id, tags)
     return ModelRef(model_id=info.model_id, version=version, reused=False)
+
+
+def spec_change(store: Store, spec: LoadedSpec, model: ModelRef) -> str | None:
+    """For a spec just registered under a name that has model versions already: what differs from the
+    name's previous one (the champion, when the champion has this name). An edited prompt, a shared
+    prompt file, even the description makes a new model version; the user should hear it at eval time,
+    not discover "v1 refused over v1" at promotion."""
+    if model.reused:
+        return None
+    others = [mv for mv in store.model_versions(spec.name) if str(mv.version) != model.version]
+    if not others:
+        return None
+    champion = store.champion()
+    previous = next((mv for mv in others if champion and str(mv.version) == champion[0]), others[0])
+    try:
+        old = store.client.get_logged_model(previous.source.removeprefix("models:/")).params
+    except MlflowException:  # a model version registered by hand, not from a logged model
+        return None
+    new = spec.params()
+    changed = [k for k in sorted(set(old) | set(new)) if k != "spec_hash" and old.get(k) != new.get(k)]
+    shown = ", ".join(f"{k} {old.get(k, '—')} → {new.get(k, '—')}" for k in changed[:5])
+    more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+    who = " (the champion)" if champion and str(previous.version) == champion[0] else ""
+    return (
+        f"{spec.name} is registered as model version {model.version}: its spec differs from model version "
+        f"{previous.version}{who}: {shown or 'its files'}{more}"
+    )
 
 
 def describe_logged_model(store: Store, model_id: str, current: RunSummary, params: dict[str, str]) -> None:
