@@ -500,6 +500,18 @@ def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_nam
     with pytest.raises(RagtrackError, match=r"v3.toml has changed since v3 was last evaluated .*ragtrack eval"):
         promote_version("v3", root=project, dry_run=True)
 
+    # A branch that keeps the champion's name is compared with it as `champion` (it was "both are v3").
+    from ragtrack.api import compare
+
+    spec.write_text(original)
+    assert promote_version("v3", root=project).promoted
+    spec.write_text(original.replace("top_k = 3", "top_k = 2"))  # the branch
+    report = compare("champion", "v3", root=project)
+    assert (report.a.run_id, report.b.run_id) == (mine.run_id, theirs.run_id)
+    assert (report.a.version, report.b.version) == (f"v3@{mine.model_version}", f"v3@{theirs.model_version}")
+    with pytest.raises(RagtrackError, match=r"both are v3 .*`ragtrack compare champion v3`"):
+        compare("v3", "v3", root=project)
+
 
 def test_a_champion_alias_removed_by_hand_is_noted_beside_the_verdict(store, tmp_path):
     """The next version was crowned "no champion yet" with nothing said of the champion before it."""

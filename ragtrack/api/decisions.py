@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ragtrack.api.evaluation import checked_arguments, load_inputs
@@ -63,17 +63,32 @@ def compare(
     does); A's latest run with the same ones is its partner. When A has none, the
     latest golden set and judge both were evaluated on is used, and a warning says
     so (a quick ``--limit`` run of B does not hide its full-set comparison).
+
+    Each side is the spec as it is in this checkout (as for ``promote``); ``champion``
+    as A names the registry's champion, so a branch that keeps the champion's name
+    (``pipelines/bm25.toml`` evolving through pull requests) is compared with it:
+    the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version).
     """
-    if version_a == version_b:  # both sides would be the same run: every difference 0, a comparison logged
-        raise RagtrackError(f"compare needs two versions; both are {version_a}")
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
-    for version in (version_a, version_b):
-        _known(store, config, version)
+    if version_a == CHAMPION:
+        if (champion := store.champion()) is None:
+            raise RagtrackError("there is no champion yet: ragtrack promote a version first")
+        version_a, pinned_a = champion[1], champion[0]
+    else:
+        pinned_a = _checked_out(store, version_a, _known(store, config, version_a), config)
+    pinned_b = _checked_out(store, version_b, _known(store, config, version_b), config)
+    if version_a == version_b and pinned_a == pinned_b:  # one run against itself: every difference 0
+        raise RagtrackError(
+            f"compare needs two versions; both are {version_a}"
+            + (f" (model version {pinned_a})" if pinned_a else "")
+            + f" (`ragtrack compare {CHAMPION} {version_b}` compares this checkout's spec with the champion)"
+        )
     digest = load_inputs(config, None, golden_path)[1].digest if golden_path else None
-    runs_b = store.eval_runs(version_b, digest)
-    latest = b = runs_b[0] if runs_b else store.latest_eval(version_b, digest)  # none: its error says what to run
-    shared = {(r.golden_digest, r.judge_identity): r for r in reversed(store.eval_runs(version_a, digest))}
+    runs_b = store.eval_runs(version_b, digest, model_version=pinned_b)
+    latest = b = runs_b[0] if runs_b else store.latest_eval(version_b, digest, model_version=pinned_b)
+    runs_a = store.eval_runs(version_a, digest, model_version=pinned_a)
+    shared = {(r.golden_digest, r.judge_identity): r for r in reversed(runs_a)}
     common = next((r for r in runs_b if (r.golden_digest, r.judge_identity) in shared), None)
     if common is not None:
         b, a = common, shared[(common.golden_digest, common.judge_identity)]  # each side's newest on that set
@@ -86,7 +101,10 @@ def compare(
                 "that run used "
                 f"(or evaluate {version_b} again on the set you meant)"
             ) from None
-        a = store.latest_eval(version_a)
+        a = store.latest_eval(version_a, model_version=pinned_a)
+    if a.version == b.version:  # "bm25 vs bm25": which column is the branch?
+        a = replace(a, version=f"{a.version}@{a.model_version}")
+        b = replace(b, version=f"{b.version}@{b.model_version}")
     for run in (a, b):  # every question failed (a platform down): a table of nothing, logged as a comparison
         if run.metrics.get("items") and run.metrics.get(m.UNANSWERED, 0) >= run.metrics["items"]:
             raise RagtrackError(
@@ -145,6 +163,10 @@ def promote(
     spec = _known(store, config, version)
     model_version = _checked_out(store, version, spec, config)
     return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
+
+
+#: ``compare champion vX``: the registry's champion, whatever its name.
+CHAMPION = "champion"
 
 
 def _known(store: Store, config: ProjectConfig, version: str) -> Path:

@@ -27,11 +27,13 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
     whose correctness got better or worse. Logged as a comparison run with a per-type plot, once per
-    pair of eval runs: comparing the same two runs again reuses that run.
+    pair of eval runs: comparing the same two runs again reuses that run. Each side is its spec as it
+    is in this checkout; VERSION_A may be `champion`, the registry's champion whatever its name.
 
     \b
-    Example:
+    Examples:
       ragtrack compare v1 v5            # each version's latest eval on the same golden set and judge
+      ragtrack compare champion bm25    # a branch that keeps the champion's name: bm25@1 vs bm25@3
     """
     with cyclic_gc_paused():  # two runs' records, a few hundred resamplings and one plot
         from ragtrack import report as view
