@@ -435,10 +435,17 @@ def test_ragtrack_ui_stops_the_whole_server_on_sigterm(project):
     (project / "mlruns").mkdir()
     ui = subprocess.Popen(
         [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "ui", "--port", port],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
+        text=True,
     )
+    # The address is printed once it answers (printed at once, it refused connections for half a minute).
+    line = "-"
+    while line and not line.startswith("MLflow UI on"):  # mlflow's own lines come first
+        line = ui.stdout.readline()
+    assert line.startswith(f"MLflow UI on http://127.0.0.1:{port}"), "the UI did not come up"
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5)
 
     def serving() -> list[str]:  # processes whose command line holds our port (procps may be absent)
         found = []

@@ -6,7 +6,9 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
+import time
 
 import click
 
@@ -70,11 +72,14 @@ def ui(ctx, port, host, tracking_uri):
     from ragtrack.api import ui_command
 
     cmd = ui_command(root=project_root(ctx), tracking_uri=tracking_uri, host=host, port=port)
-    console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
+    err.print(f"starting the MLflow UI on http://{host}:{port} …")
     # Its own process group, stopped as a whole: `mlflow ui` left its server workers running on
     # SIGTERM (and on Ctrl+C), holding the port.
     server = subprocess.Popen(cmd, start_new_session=True)
     try:
+        # The address once it answers: printed at once, it refused connections for half a minute.
+        if _answers(server, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port):
+            console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
         server.wait()
     finally:
         if server.poll() is None:
@@ -86,6 +91,17 @@ def ui(ctx, port, host, tracking_uri):
                 os.killpg(server.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)  # workers the server itself left behind
+
+
+def _answers(server: subprocess.Popen, host: str, port: int) -> bool:
+    """Wait until ``host:port`` accepts connections (True) or the server exits (False)."""
+    while server.poll() is None:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
 
 
 @main.group()
