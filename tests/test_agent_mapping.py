@@ -106,15 +106,24 @@ def test_the_same_words_elsewhere_in_the_document_do_not_stretch_the_span(mapper
     assert mapped(mapper, text) == ([CFG, NEGATIVE], "text 1.00")
 
 
-def test_the_id_table_wins_and_unknown_passages_fall_back_to_text(tiny_corpus, tmp_path):
+def test_the_id_table_wins_unless_its_text_says_otherwise_and_unknown_passages_fall_back_to_text(tiny_corpus, tmp_path):
     path = tmp_path / "kb.ids.json"
-    path.write_text(json.dumps({"format": 1, "segments": {"s1": [STEPS], "s2": ["gone.md#1"]}}))
+    path.write_text(json.dumps({"format": 1, "segments": {"s1": [STEPS], "s2": ["gone.md#1"], "s3": [CFG]}}))
     table = IdTable.load(path, tiny_corpus)
-    assert table.segments == {"s1": (STEPS,), "s2": ()}
+    assert table.segments == {"s1": (STEPS,), "s2": (), "s3": (CFG,)}
     mapper = ContextMapper(tiny_corpus, 0.5, table)
-    # s1 is in the table: its (here misleading) text is not even looked at.
-    assert mapper.map(PlatformContext("s1", "text of another passage")).passage_ids == (STEPS,)
-    assert mapper.map(PlatformContext("s1", "text of another passage")).mapping == "id_table"
+    # s1 is in the table: a text found nowhere (a platform's formatting, say) does not overrule it.
+    assert mapper.map(PlatformContext("s1", "text of words the corpus does not have")).passage_ids == (STEPS,)
+    assert mapper.map(PlatformContext("s1", "text of words the corpus does not have")).mapping == "id_table"
+    # Dify keeps a segment's ID when its text is edited: text now found in another passage was still
+    # credited to the old one (recall unchanged, nothing unmapped, no warning).
+    moved = mapper.map(PlatformContext("s1", "The cfg value defaults to 8.0 and sets how closely the prompt"))
+    assert (moved.passage_ids, moved.mapping) == ((CFG,), "text 1.00 (id table stale)")
+    # A citation merged with its neighbour's covers both (it was mapped to the first only).
+    merged = "### Cfg value\nThe cfg value defaults to 8.0 and sets how closely the prompt is followed.\n"
+    merged += "### Negative prompt\nA negative prompt lists what to avoid, such as blur or watermarks."
+    both = mapper.map(PlatformContext("s3", merged))
+    assert (both.passage_ids, both.mapping) == ((CFG, NEGATIVE), "id_table+text")
     # s2 names a passage this corpus does not have: mapped by its text instead.
     assert mapper.map(PlatformContext("s2", "The cfg value defaults to 8.0")).mapping == "text 1.00"
 

@@ -5,7 +5,12 @@ LangChain Document) with its own IDs and its own cut of the text. To score it
 against a golden set, each segment is mapped to the corpus passages:
 
 1. **ID table** (written by ``ragtrack corpus import``): platform segment ID →
-   passage IDs. Exact; used whenever the segment's ID is in the table.
+   passage IDs, used whenever the segment's ID is in the table — checked
+   against the segment's text (step 3): a text found only in other passages
+   means the segment was edited since the import (Dify keeps the ID), and it
+   is mapped there (``text 1.00 (id table stale)``); a text that also covers
+   a neighbour (merged citations) adds it (``id_table+text``); a text found
+   nowhere leaves the table's answer.
 2. **Passage ID**: an agent over ragtrack's own corpus (a Python function
    that indexed it) may return the passage IDs themselves: a segment whose ID
    is a passage of the corpus maps to it, whatever its text.
@@ -233,25 +238,41 @@ class ContextMapper:
 
     @property
     def locator(self) -> TextLocator:
-        with self._lock:  # built on first need: contexts found in the ID table never need it
+        with self._lock:  # built on first need
             if self._locator is None:
                 self._locator = TextLocator(self.corpus)
             return self._locator
 
     def map(self, ctx: PlatformContext) -> RetrievedContext:
         if self.id_table is not None and (ids := self.id_table.segments.get(ctx.id)):
-            return RetrievedContext(ctx.id, ctx.text, ids, ctx.score, "id_table")
+            return self._by_id(ctx, ids)
         if ctx.id in self.corpus.passages:
             return RetrievedContext(ctx.id, ctx.text, (ctx.id,), ctx.score, "passage_id")
+        found, share = self._by_text(ctx)
+        if not found:
+            return RetrievedContext(ctx.id, ctx.text, (), ctx.score, "unmapped")
+        return RetrievedContext(ctx.id, ctx.text, found, ctx.score, f"text {share:.2f}")
+
+    def _by_text(self, ctx: PlatformContext) -> tuple[tuple[str, ...], float]:
+        """The passages the context's text covers, and the share of it found (none: ``()``)."""
         candidates = [loc for loc in self.locator.locate(ctx.text) if loc.share >= self.min_overlap]
         hinted = [loc for loc in candidates if self._names(loc.doc_id, ctx)]
         best = hinted or [loc for loc in candidates if candidates and loc.share == candidates[0].share]
         ids: list[str] = []
         for loc in best:
             ids += self.corpus.passages_covering(loc.doc_id, [(loc.start, loc.end)], self.min_overlap)
-        if not ids:
-            return RetrievedContext(ctx.id, ctx.text, (), ctx.score, "unmapped")
-        return RetrievedContext(ctx.id, ctx.text, tuple(dict.fromkeys(ids)), ctx.score, f"text {best[0].share:.2f}")
+        return tuple(dict.fromkeys(ids)), best[0].share if best else 0.0
+
+    def _by_id(self, ctx: PlatformContext, ids: tuple[str, ...]) -> RetrievedContext:
+        """A segment of the ID table, checked against its text. Dify keeps a segment's ID when its text
+        is edited: a text now found in other passages is mapped there (the table is stale), and one
+        merged with its neighbour's (recent Dify merges a document's citations) covers both."""
+        found, share = self._by_text(ctx) if ctx.text.strip() else ((), 0.0)
+        if found and not set(found) & set(ids):
+            return RetrievedContext(ctx.id, ctx.text, found, ctx.score, f"text {share:.2f} (id table stale)")
+        if found and not set(found) <= set(ids):
+            return RetrievedContext(ctx.id, ctx.text, tuple(dict.fromkeys((*ids, *found))), ctx.score, "id_table+text")
+        return RetrievedContext(ctx.id, ctx.text, ids, ctx.score, "id_table")
 
     def _names(self, doc_id: str, ctx: PlatformContext) -> bool:
         """The context says it comes from this corpus document (by platform ID or by file name)."""
