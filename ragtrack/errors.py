@@ -92,6 +92,8 @@ def problems_from_validation(
             message = "must list at least one item"
         elif kind in ("list_type", "tuple_type", "set_type"):
             message = f'must be a list, such as ["…"] (got {type(err["input"]).__name__})'
+        elif kind == "string_type" and isinstance(err["input"], int | float) and not isinstance(err["input"], bool):
+            message = f'must be a string, found the number {err["input"]!r}: write it as "{err["input"]}"'
         else:
             message = err["msg"].removeprefix("Value error, ")
         problems.append(Problem(file, message, line, ".".join(loc) or None))

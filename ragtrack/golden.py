@@ -203,7 +203,7 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
     for n, item in rows:
         unknown = [cid for cid in item.gt_context_ids if cid not in corpus.passages and cid not in item.gt_fingerprint]
         for cid in unknown:
-            hint = suggestion(cid, list(corpus.passages))
+            hint = _left_out(cid, corpus) or suggestion(cid, list(corpus.passages))
             problems.append(Problem(str(path), f"unknown context id {cid!r}{hint}", n, "gt_context_ids"))
         if not unknown:
             items.append(item)
@@ -213,6 +213,16 @@ def load_golden(path: str | Path, corpus: Corpus) -> GoldenSet:
         raise InputError([Problem(str(path), "the golden set has no items")])
     lines = {item.id: n for n, item in rows}
     return GoldenSet(source=str(path), items=tuple(items), corpus_digest=corpus.digest, lines=lines)
+
+
+def _left_out(cid: str, corpus: Corpus) -> str:
+    """ "; empty.md was left out of the corpus: …" when the ID's document is one the loader skipped (an
+    empty file): "unknown context id" alone sent the user looking for a typo."""
+    doc = cid.split("#", 1)[0]
+    for w in corpus.warnings:
+        if "left out" in w.message and Path(w.file).as_posix().endswith("/" + doc):
+            return f"; the corpus left {doc} out ({w.message.split(':')[0]})"
+    return ""
 
 
 def golden_stats(golden: GoldenSet, corpus: Corpus) -> dict:

@@ -41,6 +41,7 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
         {**good, "id": "z", "type": "E"},  # line 5: unknown type
         {**good, "id": "w", "colour": "red", "gt_anwser": "b"},  # line 6: unknown fields
         {**good, "id": "v", "gt_context_ids": "notes.txt"},  # line 7: one ID, not a list of them
+        {**good, "id": 9},  # line 8: a number (it read "Input should be a valid string")
     ]
     path = tmp_path / "g.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n", encoding="utf-8")
@@ -54,8 +55,9 @@ def test_every_problem_is_reported_with_file_line_and_field(tiny_corpus, tmp_pat
     assert any(g.startswith(f"{path}:6: colour: unknown field (known: ") and "gt_answer" in g for g in got)
     assert f"{path}:6: gt_anwser: unknown field (did you mean 'gt_answer'?)" in got
     assert f'{path}:7: gt_context_ids: must be a list, such as ["…"] (got str)' in got
-    assert any(g.startswith(f"{path}:8: bad JSON") for g in got)
-    assert len(got) == 8
+    assert f'{path}:8: id: must be a string, found the number 9: write it as "9"' in got
+    assert any(g.startswith(f"{path}:9: bad JSON") for g in got)
+    assert len(got) == 9
     lines = [int(g.removeprefix(f"{path}:").split(":")[0]) for g in got]
     assert lines == sorted(lines), "reported in file order, as an editor walks them"
     assert [line.strip() for line in str(e.value).splitlines()[1:]] == got  # and printed so
@@ -143,3 +145,22 @@ def test_a_golden_set_written_as_a_json_array_is_one_problem_not_one_per_line(tm
         load_golden(golden, corpus)
     [problem] = raised.value.problems
     assert problem.line == 1 and "holds a JSON array, but JSON Lines has one object per line" in problem.message
+
+
+def test_a_gt_id_in_a_document_left_out_of_the_corpus_says_why(tmp_path):
+    """An empty file's ID got "unknown context id 'empty.md'; `ragtrack corpus ls` lists them"."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "guide.md").write_text("# Guide\n\nText.\n", encoding="utf-8")
+    (kb / "empty.md").write_text("\n", encoding="utf-8")
+    corpus = load_corpus(kb)
+    row = {"id": "a", "question": "q?", "type": "A", "gt_context_ids": ["empty.md"], "gt_answer": "a"}
+    path = tmp_path / "g.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_golden(path, corpus)
+    [problem] = e.value.problems
+    assert (
+        problem.message
+        == "unknown context id 'empty.md'; empty.md was left out of the corpus (no text: the document is left out)"
+    )
