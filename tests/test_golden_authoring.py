@@ -141,14 +141,17 @@ def test_accept_validates_every_chosen_candidate_and_moves_nothing_on_a_problem(
     by_id["a001"]["gt_context_ids"] = ["faq.md#no-such-section"]
     by_id["b001"]["gt_context_ids"] = by_id["c001"]["gt_context_ids"]  # B across two documents
     by_id["c001"]["question"] = "  "
+    by_id["d001"]["type"] = "E"  # a line that does not parse: it was reported alone, the others a run later
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     before = path.read_bytes()
-    result = run(project, "golden", "accept", "--id", "a001", "--id", "b001", "--id", "c001", "--id", "d001")
+    result = run(project, "golden", "accept", "--id", "a001", "--id", "b001", "--id", "c001")
     assert result.exit_code == 2, result.output
     assert f"{path}:1: gt_context_ids: unknown context id 'faq.md#no-such-section'" in result.output
     assert f"{path}:3: gt_context_ids: type B keeps its GT passages in one document" in result.output
     assert f"{path}:5: question: must not be empty" in result.output
-    assert "Traceback" not in result.output and result.output.count(str(path)) == 3
+    d_line = [r["id"] for r in rows].index("d001") + 1
+    assert f"{path}:{d_line}: type: unknown value 'E'" in result.output
+    assert "Traceback" not in result.output and result.output.count(str(path)) == 4
     assert path.read_bytes() == before and not (project / "golden.jsonl").exists()
 
 

@@ -105,9 +105,12 @@ def accept(
     candidates file; if a crash falls between the two, running accept again
     finds the items already there and only removes them from the candidates.
     """
-    rows = read_candidates(candidates_path)
+    # Lines that do not parse are reported with every other problem, not alone (a fix-one-rerun loop).
+    rows, problems = read_models(candidates_path, Candidate, "candidate") if candidates_path.is_file() else ([], [])
     existing = {i.id: i for i in golden.items} if golden else {}
     if not rows:
+        if problems:
+            raise InputError(problems)
         raise RagtrackError(f"no candidates in {candidates_path}; run `ragtrack golden propose` first")
     by_id = {c.id: (n, c) for n, c in rows}
     if ids:
@@ -119,12 +122,13 @@ def accept(
         chosen = [by_id[i] for i in ids]
     else:
         chosen = [(n, c) for n, c in rows if c.status == "accepted"]
+        if not chosen and problems:
+            raise InputError(problems)
         if not chosen:
             raise RagtrackError(
                 f'no candidate in {candidates_path} has "status": "accepted"; mark the ones you reviewed, '
                 "or name them with --id"
             )
-    problems: list[Problem] = []
     new: list[GoldenItem] = []
     already: list[str] = []
     for n, c in chosen:
@@ -149,7 +153,7 @@ def accept(
             continue
         new.append(with_fingerprint(item, corpus))
     if problems:
-        raise InputError(problems)
+        raise InputError(sorted(problems, key=lambda p: p.line or 0))
     rewrite_golden(golden_path, append=new)
     done = {i.id for i in new} | set(already)
     write_candidates(candidates_path, [c for _, c in rows if c.id not in done])
