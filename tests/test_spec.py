@@ -124,7 +124,22 @@ def test_bad_value_names_its_path(pipelines):
 
 def test_overlap_must_be_below_size(pipelines):
     problems = _write(pipelines, V1_BODY.replace("chunk_overlap = 50", "chunk_overlap = 600"))
-    assert any("chunk_overlap must be smaller than chunk_size" in p for p in problems), problems
+    line = _line_of(V1_BODY, "chunk_overlap")  # it named [chunking]'s line, as "chunking.fixed"
+    where = f"{pipelines / 'bad.toml'}:{line}"
+    assert problems == [f"{where}: chunking.chunk_overlap: must be smaller than chunk_size (500)"]
+
+
+def test_a_key_that_needs_another_is_named_at_its_line(pipelines):
+    """`multi_query = 2` without a rewrite prompt, or a reranker without first_stage_k: no line at all."""
+    text = V1_BODY.replace("top_k = 5", "top_k = 5\nmulti_query = 2")
+    assert _write(pipelines, text) == [
+        f"{pipelines / 'bad.toml'}:{_line_of(text, 'multi_query')}: retrieval.multi_query: "
+        "needs prompts.rewrite (a prompt file under [prompts])"
+    ]
+    text = V1_BODY.replace('model = "none"', 'model = "BAAI/bge-reranker-base"')
+    [problem] = _write(pipelines, text)
+    line = _line_of(text, 'model = "BAAI')
+    assert problem.startswith(f"{pipelines / 'bad.toml'}:{line}: rerank.model: needs retrieval.first_stage_k")
 
 
 def test_missing_prompt_file_and_missing_spec(pipelines):

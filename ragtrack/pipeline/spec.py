@@ -49,13 +49,7 @@ class FixedChunking(_Strict):
     implementation: ClassVar[str] = "ragtrack.pipeline.chunking:fixed_units"
     strategy: Literal["fixed"]
     chunk_size: int = Field(gt=0)
-    chunk_overlap: int = Field(ge=0)
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> FixedChunking:
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError("chunk_overlap must be smaller than chunk_size")
-        return self
+    chunk_overlap: int = Field(ge=0)  # below chunk_size (VersionSpec checks it, to name the key's line)
 
 
 class QAPairsChunking(_Strict):
@@ -215,18 +209,22 @@ class VersionSpec(_Strict):
     prompts: PromptsSpec
 
     @model_validator(mode="after")
-    def _steps_have_prompts(self) -> VersionSpec:
+    def _consistent(self) -> VersionSpec:
+        # Each message starts with the key that asks for what is missing: the error names its line.
         needed = {
-            "outline": self.generation.strategy == "outline",
-            "qa_pairs": self.chunking.strategy == "qa_pairs",
-            "topics": self.topics.enabled,
-            "rewrite": self.retrieval.multi_query > 0,
+            "outline": ("generation.strategy", self.generation.strategy == "outline"),
+            "qa_pairs": ("chunking.strategy", self.chunking.strategy == "qa_pairs"),
+            "topics": ("topics.enabled", self.topics.enabled),
+            "rewrite": ("retrieval.multi_query", self.retrieval.multi_query > 0),
         }
-        missing = [k for k, used in needed.items() if used and getattr(self.prompts, k) is None]
-        if missing:
-            raise ValueError(f"prompts.{missing[0]} is required by this spec")
+        for prompt, (key, used) in needed.items():
+            if used and getattr(self.prompts, prompt) is None:
+                raise ValueError(f"{key}: needs prompts.{prompt} (a prompt file under [prompts])")
         if self.rerank.enabled and self.retrieval.first_stage_k is None:
-            raise ValueError("retrieval.first_stage_k is required when rerank.model is set")
+            raise ValueError("rerank.model: needs retrieval.first_stage_k (the pool the reranker reorders)")
+        c = self.chunking
+        if isinstance(c, FixedChunking) and c.chunk_overlap >= c.chunk_size:
+            raise ValueError(f"chunking.chunk_overlap: must be smaller than chunk_size ({c.chunk_size})")
         return self
 
 
