@@ -149,3 +149,29 @@ def test_reports_print_short_and_their_types_import_from_the_api(first_run):
     text = repr(report)
     assert text.startswith("EvalReport(version='v1', run_id=") and "records" not in text and len(text) < 600
     assert all(hasattr(api, name) for name in ("Decision", "MetricRow", "RunSummary", "ComparisonReport"))
+
+
+def test_an_eval_run_names_the_commit_it_measured(tmp_path):
+    """A CI run could not be traced to the commit it measured (no mlflow.source.git.* tags)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+
+    from ragtrack.tracking.runs import source_tags
+
+    assert source_tags(tmp_path) == {}  # not a checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (tmp_path / "spec.toml").write_text("x = 1\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert source_tags(tmp_path) == {
+        "mlflow.source.git.commit": head,
+        "mlflow.source.git.branch": "main",
+        "ragtrack.git_dirty": "false",
+    }
+    (tmp_path / "spec.toml").write_text("x = 2\n")  # measured with an uncommitted edit: said so
+    assert source_tags(tmp_path)["ragtrack.git_dirty"] == "true"

@@ -284,7 +284,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             checkpoint.remove()
             header, done, build_usage = {}, {}, {}
         params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
-        tags = runs.eval_tags(spec, golden, panel, agent, model, full, limits)
+        tags = {**runs.eval_tags(spec, golden, panel, agent, model, full, limits), **runs.source_tags(o.root)}
         run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
         runs.log_golden_dataset(store, run_id, golden, stale)
         checkpoint.start({"run_id": run_id, "version": spec.name, "runtime": agent.identity.runtime})

@@ -72,6 +72,7 @@ class Tag:
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
     LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
+    GIT_DIRTY = "ragtrack.git_dirty"  # eval runs: the checkout had uncommitted changes (beside mlflow.source.git.*)
     COMPARED_TO = "ragtrack.compared_to"  # eval runs: the champion model version its delta/* metrics are against
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
     ITEM_ID = "ragtrack.item_id"  # traces: the golden item
