@@ -16,7 +16,7 @@ from ragtrack.evaluation.judges import JUDGES
 
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
-    from ragtrack.api import CalibrationReport, ComparisonReport, PassageRow, VersionRow
+    from ragtrack.api import CalibrationReport, ComparisonReport, EvalReport, PassageRow, VersionRow
     from ragtrack.caches import Entry
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
@@ -367,3 +367,75 @@ def cache_table(entries: list[Entry]) -> Table:
             total = size(sum(e.bytes for e in own))
             table.add_row(name, str(len(own)), total, used, CACHE_KINDS.get(name).description)
     return table
+
+
+# ------------------------------------------------------------------ --json (for scripts)
+def eval_json(report: EvalReport, exit_status: int) -> dict:
+    """What a CI script reads of an eval: identity, completeness, figures, errors and the exit status."""
+    return {
+        "command": "eval",
+        "version": report.version,
+        "run_id": report.run_id,
+        "model_version": report.model_version,
+        "complete": report.complete,
+        "stopped_early": report.stopped_early,
+        "items": len(report.records),
+        "unanswered": sum(not r.answered for r in report.records),
+        "metrics": report.metrics,
+        "cautions": report.cautions(),
+        "errors": report.error_summary(),
+        "exit_status": exit_status,
+    }
+
+
+def comparison_json(report: ComparisonReport) -> dict:
+    """Every paired row (b − a), the warnings and both runs."""
+
+    def side(run: RunSummary) -> dict:
+        return {"version": run.version, "run_id": run.run_id, "model_version": run.model_version}
+
+    return {
+        "command": "compare",
+        "a": side(report.a),
+        "b": side(report.b),
+        "run_id": report.run_id,
+        "rows": [
+            {
+                "metric": r.metric,
+                "scope": r.scope,
+                "a": r.diff.mean_a,
+                "b": r.diff.mean_b,
+                "delta": r.diff.delta,
+                "ci_low": r.diff.ci_low,
+                "ci_high": r.diff.ci_high,
+                "p": r.diff.p_value,
+                "significant": r.diff.significant,
+                "n": r.diff.n,
+                "items": r.items_total,
+            }
+            for r in report.rows
+        ],
+        "warnings": report.warnings,
+    }
+
+
+def decision_json(d: Decision) -> dict:
+    """The decision, its reasons, figures and gates, and the exit status ``promote`` ends with."""
+    return {
+        "command": "promote",
+        "version": d.version,
+        "model_version": d.model_version,
+        "run_id": d.run_id,
+        "outcome": d.outcome,
+        "accepted": d.accepted,
+        "dry_run": d.dry_run,
+        "champion": d.champion,
+        "champion_model_version": d.champion_model_version,
+        "champion_run_id": d.champion_run_id,
+        "rule": d.rule,
+        "reasons": d.reasons,
+        "figures": d.figures,
+        "gates": [{"metric": g.metric, "minimum": g.minimum, "value": g.value, "passed": g.passed} for g in d.gates],
+        "decision_run_id": d.decision_run_id,
+        "exit_status": 0 if d.accepted else 1,
+    }

@@ -228,6 +228,31 @@ def test_promote_exit_status_is_0_when_promoted_and_1_when_refused(evaluated):
     assert "★" in run("--root", str(evaluated), "versions").output
 
 
+def test_json_gives_a_ci_script_the_run_the_figures_and_the_verdict(evaluated, tmp_path):
+    """A script had to scrape "run <id> · model version N" from the tables, and an eval with failed
+    items said so in text only."""
+    import json
+
+    out = tmp_path / "eval.json"
+    result = run("--root", str(evaluated), "eval", "--version", "v3", "--json", str(out))
+    got = json.loads(out.read_text(encoding="utf-8"))
+    assert result.exit_code == got["exit_status"] == 0
+    assert got["command"] == "eval" and got["complete"] and got["items"] == 5 and got["unanswered"] == 0
+    assert f"run {got['run_id']} · model version {got['model_version']}" in result.output
+    assert 1 <= got["metrics"]["correctness"] <= 5 and got["errors"] == []
+
+    result = run("--root", str(evaluated), "compare", "v1", "v3", "--json", "-")  # stdout: the JSON alone
+    compared = json.loads(result.stdout)
+    rows = {(r["metric"], r["scope"]): r for r in compared["rows"]}
+    assert compared["b"]["run_id"] == got["run_id"] and rows["correctness", "all"]["n"] == 5
+    assert rows["correctness", "all"]["b"] == pytest.approx(got["metrics"]["correctness"])
+
+    result = run("--root", str(evaluated), "promote", "v3", "--dry-run", "--json", "-")
+    decided = json.loads(result.stdout)
+    assert decided["exit_status"] == result.exit_code and decided["outcome"] in ("promoted", "refused", "unchanged")
+    assert decided["run_id"] == got["run_id"] and decided["reasons"]
+
+
 def test_user_errors_are_one_line_without_traceback(project):
     (project / "ragtrack.toml").write_text("[gates]\ncorectness = 0.8\n")
     result = CliRunner().invoke(main, ["--root", str(project), "promote", "v1"])

@@ -8,6 +8,7 @@ it runs, so ``ragtrack --help`` stays instant.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import signal
@@ -31,8 +32,8 @@ MACHINE_WIDTH = 1000  # columns when not printing to a terminal
 LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a ragtrack.toml profile."
 
 
-def _markdown_to(ctx: click.Context, param: click.Parameter, out):
-    """``--markdown -``: stdout is the Markdown alone (``> summary.md``), the tables go to stderr."""
+def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
+    """``--markdown -`` / ``--json -``: stdout is that alone (``> summary.md``), the tables go to stderr."""
     if out is not None and getattr(out, "name", "") == "<stdout>":
         console.file = sys.stderr
         ctx.call_on_close(lambda: setattr(console, "file", None))  # None: rich's default, sys.stdout
@@ -43,10 +44,27 @@ MARKDOWN = click.option(
     "--markdown",
     type=click.File("a", encoding="utf-8"),
     metavar="FILE",
-    callback=_markdown_to,
+    callback=_alone_on_stdout,
     help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
     "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it (alone on stdout: the tables go to stderr).",
 )
+
+
+JSON_OUT = click.option(
+    "--json",
+    "json_out",
+    type=click.File("w", encoding="utf-8"),
+    metavar="FILE",
+    callback=_alone_on_stdout,
+    help="Also write the result as JSON to this file for a script (run ID, model version, figures, errors, "
+    "exit status); - prints it (alone on stdout).",
+)
+
+
+def write_json(out, payload: dict) -> None:
+    """For ``--json``: ``payload`` (``report.*_json``) written to ``out`` (None: not asked for)."""
+    if out is not None:
+        out.write(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
 
 
 def write_markdown(out, run_id: str, root, tracking_uri: str | None) -> None:

@@ -6,7 +6,18 @@ import sys
 
 import click
 
-from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, project_root, show, warn, write_markdown
+from ragtrack.cli import (
+    JSON_OUT,
+    MARKDOWN,
+    console,
+    cyclic_gc_paused,
+    main,
+    project_root,
+    show,
+    warn,
+    write_json,
+    write_markdown,
+)
 
 
 @main.command()
@@ -22,8 +33,9 @@ from ragtrack.cli import MARKDOWN, console, cyclic_gc_paused, main, project_root
 @click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
 @MARKDOWN
+@JSON_OUT
 @click.pass_context
-def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, markdown):
+def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, markdown, json_out):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
     whose correctness got better or worse. Logged as a comparison run with a per-type plot, once per
@@ -52,6 +64,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
     write_markdown(markdown, report.run_id, ctx.obj["root"], tracking_uri)
+    write_json(json_out, view.comparison_json(report))
 
 
 @main.command()
@@ -72,6 +85,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
 )
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @MARKDOWN
+@JSON_OUT
 @click.pass_context
 def promote(
     ctx,
@@ -84,6 +98,7 @@ def promote(
     allow_partial,
     tracking_uri,
     markdown,
+    json_out,
 ):
     """Make VERSION the champion if it beats the current one on correctness without
     regressing groundedness (same golden set, same judge). Exit status 0 when promoted
@@ -113,6 +128,7 @@ def promote(
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
     write_markdown(markdown, decision.decision_run_id, ctx.obj["root"], tracking_uri)
+    write_json(json_out, view.decision_json(decision))
     sys.exit(0 if decision.accepted else 1)
 
 

@@ -9,7 +9,19 @@ import time
 import click
 from rich.markup import escape
 
-from ragtrack.cli import LLM_HELP, MARKDOWN, console, cyclic_gc_paused, err, main, show, warn, write_markdown
+from ragtrack.cli import (
+    JSON_OUT,
+    LLM_HELP,
+    MARKDOWN,
+    console,
+    cyclic_gc_paused,
+    err,
+    main,
+    show,
+    warn,
+    write_json,
+    write_markdown,
+)
 from ragtrack.cli.corpus import CORPUS_HELP
 from ragtrack.cli.golden import GOLDEN_HELP
 
@@ -101,6 +113,7 @@ def _duration(seconds: float) -> str:
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
 @MARKDOWN
+@JSON_OUT
 @click.pass_context
 def eval_cmd(
     ctx,
@@ -116,6 +129,7 @@ def eval_cmd(
     fresh,
     allow_stale,
     markdown,
+    json_out,
 ):
     """Answer every golden item with VERSION, score it, and log an MLflow run.
 
@@ -220,4 +234,6 @@ def eval_cmd(
         err.print(
             "[bold red]no judge verdict at all:[/] every judge call failed or was unreadable (see the errors above)"
         )
-    sys.exit(2 if report.refused else 0 if report.complete and report.measured and report.judged else 1)
+    status = 2 if report.refused else 0 if report.complete and report.measured and report.judged else 1
+    write_json(json_out, view.eval_json(report, status))
+    sys.exit(status)
