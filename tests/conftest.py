@@ -109,3 +109,45 @@ def mlflow_process(command: str, *args: str, timeout: float = 120) -> Iterator[s
         server.wait(timeout=30)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)
+
+
+@contextmanager
+def page_server(body: bytes, content_type: str = "text/html") -> Iterator[tuple[str, list[str]]]:
+    """(base URL, paths asked) of an http.server on 127.0.0.1 answering every POST with 200 and ``body``:
+    a web page (or a bare JSON) where an API should be, which no loopback fake of an API would send."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits: list[str] = []
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            hits.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", hits
+    finally:
+        server.shutdown()
+
+
+def crash_after(n: int):
+    """A progress callback that raises KeyboardInterrupt at the ``n``-th finished item (the process dies there)."""
+    seen: list[str] = []
+
+    def on_item(record) -> None:
+        seen.append(record.id)
+        if len(seen) == n:
+            raise KeyboardInterrupt
+
+    return on_item

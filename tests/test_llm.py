@@ -21,6 +21,8 @@ from ragtrack.llm.fake_server import FakeOpenAIServer, Fault
 from ragtrack.llm.memory import STEP_DOWN_AFTER, EndpointMemory
 from ragtrack.llm.openai_backend import OpenAIBackend
 
+from .conftest import page_server
+
 FAST = RetryPolicy(max_attempts=4, base_delay_s=0.01, max_delay_s=2.0, max_consecutive_failures=5)
 
 
@@ -170,31 +172,9 @@ def test_retries_of_one_call_span_a_window_long_enough_for_a_restart():
 def test_a_200_that_is_not_a_completion_is_not_retried_and_names_base_url(content_type, body):
     """A web UI where the API should be answered every request with a page: read as "response
     without choices" and retried like an outage, five times per call."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    hits = []
-
-    class Page(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
-            hits.append(self.path)
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{server.server_port}", api_key="sk-test")
+    with page_server(body, content_type) as (url, hits):
+        backend = OpenAIBackend("m", base_url=url, api_key="sk-test")
         result = LLM(backend, retry=FAST).run(EchoStep("echo"), "q")
-    finally:
-        server.shutdown()
     assert not result.ok and "not a chat completion: is base_url the API's" in result.error
     assert len(hits) == 1, "not retried"
 

@@ -30,6 +30,8 @@ from ragtrack.testing.knowledge import Knowledge, dify_chunks
 from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer
 
+from .conftest import crash_after, page_server
+
 APP_KEY = "app-loopback-7d3f9a1c2e5b4c88"
 DATASET_KEY = "dataset-loopback-1a2b3c4d5e6f"
 RAGFLOW_KEY = "ragflow-loopback-9e8d7c6b5a41"
@@ -329,40 +331,11 @@ def test_429_timeouts_and_dropped_connections_are_retried(project, keys):
 
 def test_a_web_page_answering_200_is_not_retried_and_names_the_url():
     """An HTTP agent's URL pointing at a web UI: each question was asked six times (1.5 minutes for 8)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    hits = []
-
-    class Page(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's naming
-            hits.append(self.path)
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            body = b"<!doctype html><html><title>Search</title></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        slept: list[float] = []
-        endpoint = Endpoint(
-            f"http://127.0.0.1:{server.server_port}",
-            headers={},
-            timeout_s=5,
-            max_concurrency=1,
-            retry=RetryPolicy(sleep=slept.append),
-        )
+    slept: list[float] = []
+    with page_server(b"<!doctype html><html><title>Search</title></html>") as (url, hits):
+        endpoint = Endpoint(url, headers={}, timeout_s=5, max_concurrency=1, retry=RetryPolicy(sleep=slept.append))
         with pytest.raises(EndpointError, match=r"HTTP 200 reply is not JSON \(is the URL the API's\?\)"):
             endpoint.request("POST", "/ask", json_body={"q": "x"}, usage=Usage(), step="test")
-    finally:
-        server.shutdown()
     assert len(hits) == 1 and not slept, "not retried"
 
 
@@ -457,13 +430,7 @@ def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(pro
     app's eval answered every question from the current app's cache (0 calls), and would resume its run."""
     from ragtrack.api import Progress
 
-    seen: list[str] = []
     warnings: list[str] = []
-
-    def crash_after_two(record):
-        seen.append(record.id)
-        if len(seen) == 2:
-            raise KeyboardInterrupt  # the process dies here
 
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
@@ -476,7 +443,7 @@ def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(pro
         assert evaluate("dify-app", root=project).accounting["agent"]["dify"]["cached"] == 5  # its own cache
 
         with pytest.raises(KeyboardInterrupt):
-            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after_two))
+            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after(2)))
         server.app_key = APP_KEY
         monkeypatch.setenv("DIFY_APP_KEY", APP_KEY)
         resumed = evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_warning=warnings.append))
@@ -488,17 +455,10 @@ def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(pro
 def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys):
     from ragtrack.api import Progress
 
-    seen: list[str] = []
-
-    def crash_after_two(record):
-        seen.append(record.id)
-        if len(seen) == 2:
-            raise KeyboardInterrupt  # the process dies here
-
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
         with pytest.raises(KeyboardInterrupt):
-            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after_two))
+            evaluate("dify-app", root=project, use_cache=False, progress=Progress(on_item=crash_after(2)))
         report = evaluate("dify-app", root=project, use_cache=False)
     assert report.resumed == 2 and report.complete and len(report.records) == 5
     assert len(server.replies("chat_messages")) == 5, "each question was asked once across both processes"

@@ -40,23 +40,25 @@ def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
     return out
 
 
-MARKDOWN = click.option(
+def _output_file(flag: str, dest: str, mode: str, help: str):
+    """An option naming a file a command also writes its result to; ``-`` is stdout, alone."""
+    return click.option(
+        flag, dest, type=click.File(mode, encoding="utf-8"), metavar="FILE", callback=_alone_on_stdout, help=help
+    )
+
+
+MARKDOWN = _output_file(
     "--markdown",
-    type=click.File("a", encoding="utf-8"),
-    metavar="FILE",
-    callback=_alone_on_stdout,
-    help="Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
+    "markdown",
+    "a",
+    "Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
     "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it (alone on stdout: the tables go to stderr).",
 )
-
-
-JSON_OUT = click.option(
+JSON_OUT = _output_file(
     "--json",
     "json_out",
-    type=click.File("w", encoding="utf-8"),
-    metavar="FILE",
-    callback=_alone_on_stdout,
-    help="Also write the result as JSON to this file for a script (run ID, model version, figures, errors, "
+    "w",
+    "Also write the result as JSON to this file for a script (run ID, model version, figures, errors, "
     "exit status); - prints it (alone on stdout).",
 )
 
