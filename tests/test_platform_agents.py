@@ -799,10 +799,11 @@ def test_an_output_without_an_answer_is_an_item_error_not_an_empty_answer(projec
 def test_versions_with_same_named_modules_in_their_own_folders_each_run_their_own(project):
     """A notebook evaluating v1 then v2 (``agent_v1/rag.py``, ``agent_v2/rag.py``) got v1's module
     twice: Python's module cache answered the second import."""
-    for n in (1, 2):
+    for n in (1, 2):  # each with a helper of the same name, which the second version got from the first
         (project / f"agent_v{n}").mkdir()
+        (project / f"agent_v{n}" / "helper.py").write_text(f"NAME = 'v{n}'\n")
         (project / f"agent_v{n}" / "rag.py").write_text(
-            f"def answer(q):\n    return {{'answer': 'v{n}', 'contexts': []}}\n"
+            "from helper import NAME\n\ndef answer(q):\n    return {'answer': NAME, 'contexts': []}\n"
         )
         write_spec(project, f"py-v{n}", f'kind = "python"\ntarget = "rag:answer"\npath = "agent_v{n}"\n')
     answers = [evaluate(v, root=project, limit=1).records[0].answer for v in ("py-v1", "py-v2", "py-v1")]

@@ -97,7 +97,9 @@ def load_target(spec: LoadedSpec, root: Path) -> Any:
     if str(folder) in sys.path:
         sys.path.remove(str(folder))
     sys.path.insert(0, str(folder))
-    _forget_other_folders_module(module_name.split(".")[0], folder)
+    # The target and every module beside it it may import (agent_v1/retriever.py vs agent_v2/retriever.py)
+    for top in {module_name.split(".")[0], *(p.stem for p in folder.glob("*.py")), *_packages(folder)}:
+        _forget_other_folders_module(top, folder)
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as e:
@@ -120,6 +122,10 @@ def load_target(spec: LoadedSpec, root: Path) -> Any:
     if not (callable(target) or hasattr(target, "invoke")):
         raise spec_problem(spec, "agent.target", "the target is neither callable nor a runnable")
     return target
+
+
+def _packages(folder: Path) -> list[str]:
+    return [d.name for d in folder.iterdir() if d.is_dir() and (d / "__init__.py").is_file()]
 
 
 def _forget_other_folders_module(top: str, folder: Path) -> None:
