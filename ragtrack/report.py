@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.compare import inputs_text
 from ragtrack.evaluation.judges import JUDGES
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ def comparison_table(report: ComparisonReport) -> Table:
     a, b = report.a.version, report.b.version
     untestable = any(not r.diff.testable for r in report.rows)
     table = Table(
-        title=f"{a} vs {b}  (golden {report.b.golden_digest}, judge {report.b.judge_identity})",
+        title=f"{a} vs {b}  ({inputs_text(report.a, report.b)})",
         title_justify="left",
         caption="Δ = b − a; interval: paired bootstrap 95%; * = the interval excludes 0 and p < 0.05"
         + ("; rows with n ≤ 5 are never marked (p cannot go below 0.0625)" if untestable else ""),

@@ -177,6 +177,19 @@ def test_paired_table_shows_difference_interval_and_p_with_per_type_rows_for_the
     assert len(lines) == 5 and gap in lines[2]
 
 
+def test_a_comparison_of_runs_on_different_inputs_names_each_sides():
+    """With --allow-incomparable the heading named B's golden set and judge only, as if both had them."""
+    from dataclasses import replace
+
+    a, b = summary("v1", "1", {}), summary("v6", "2", {})
+    assert d.comparison(a, b, [], []).startswith("**v1 → v6** (golden digest1, judge heuristic@h2): ")
+    b = replace(b, golden_digest="digest8", judge_identity="openai:judge-m")
+    assert d.comparison(a, b, [], []).startswith(
+        "**v1 → v6** (NOT COMPARABLE: v1 on golden digest1, judge heuristic@h2; "
+        "v6 on golden digest8, judge openai:judge-m): "
+    )
+
+
 def test_substitutions_list_each_model_used_instead_of_the_one_requested():
     params = {"rerank_model_requested": "BAAI/bge-reranker-base", "rerank_model": "none", "embedding_model": "x"}
     params["embedding_model_requested"] = "x"

@@ -28,6 +28,17 @@ def comparability_problems(a: RunSummary, b: RunSummary) -> list[str]:
     return problems
 
 
+def inputs_text(a: RunSummary, b: RunSummary) -> str:
+    """What the two runs were evaluated on, in a heading: one golden set and judge, or each side's when
+    ``--allow-incomparable`` paired runs on different ones (B's alone read as if both had B's)."""
+    if (a.golden_digest, a.judge_identity) == (b.golden_digest, b.judge_identity):
+        return f"golden {b.golden_digest}, judge {b.judge_identity}"
+    return (
+        f"NOT COMPARABLE: {a.version} on golden {a.golden_digest}, judge {a.judge_identity}; "
+        f"{b.version} on golden {b.golden_digest}, judge {b.judge_identity}"
+    )
+
+
 def cutoff_note(a: RunSummary, b: RunSummary) -> str | None:
     """Versions that return different numbers of contexts have their rank metrics cut at different k: a
     caution for reading the comparison, not a reason to refuse it (promotion does not read them)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ragtrack.evaluation import metrics as m
-from ragtrack.evaluation.compare import ItemChange, MetricRow
+from ragtrack.evaluation.compare import ItemChange, MetricRow, inputs_text
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
 from ragtrack.evaluation.stats import p_text
@@ -271,7 +271,7 @@ def comparison(
     """A ``compare`` run's description: the paired table, the items that moved, and what makes the two
     runs less comparable (``ragtrack compare`` prints the same cautions)."""
     lines = [
-        f"**{a.version} → {b.version}** on golden set `{b.golden_digest}` with judge `{b.judge_identity}`: "
+        f"**{a.version} → {b.version}** ({inputs_text(a, b)}): "
         f"eval runs [{a.run_id[:8]}]({run_link(a.run_id)}) and [{b.run_id[:8]}]({run_link(b.run_id)}). {PAIRED_NOTE}",
         "",
         paired(a.version, b.version, rows),
