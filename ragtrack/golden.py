@@ -330,15 +330,28 @@ def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
         changed = tuple(pid for pid, fp in now.items() if pid in item.gt_fingerprint and item.gt_fingerprint[pid] != fp)
         if missing or unrecorded or changed:
             if by_text is None:
-                by_text = {}
-                for pid, passage in corpus.passages.items():
-                    by_text.setdefault(passage_fingerprint(passage.text), []).append(pid)
+                by_text = _where_texts_are(corpus)
             moved = tuple(
                 (pid, found[0])
                 for pid in (*changed, *missing)
                 if pid in item.gt_fingerprint and len(found := by_text.get(item.gt_fingerprint[pid], [])) == 1
             )
             out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded, moved))
+    return out
+
+
+def _where_texts_are(corpus: Corpus) -> dict[str, list[str]]:
+    """Fingerprint → the passages whose text it is. A long section's first passage carries its heading
+    line ("## Kenya\n\n…"), its ``~pN`` splits do not: a paragraph inserted at the top moves the old
+    first paragraph to ``~p2`` without the heading, so each split is also known as it would read
+    under its section's heading line."""
+    out: dict[str, list[str]] = {}
+    for pid, passage in corpus.passages.items():
+        out.setdefault(passage_fingerprint(passage.text), []).append(pid)
+        first = corpus.passages.get(pid.split("~p", 1)[0]) if "~p" in pid else None
+        if first is not None and first.text.startswith("#") and "\n\n" in first.text:
+            heading = first.text[: first.text.index("\n\n") + 2]
+            out.setdefault(passage_fingerprint(heading + passage.text), []).append(pid)
     return out
 
 

@@ -355,3 +355,29 @@ def test_a_type_b_template_lists_distinct_parts_and_says_when_it_takes_only_the_
     # The long one is asked about its first parts, one passage per subsection.
     assert second.question == f'What do the first {MAX_PARTS} parts of "Origins" say? List their points.'
     assert ids(second) == ["origins.md#origins/ethiopia", *(f"origins.md#origins/region-{n}" for n in range(3))]
+
+
+def test_a_paragraph_inserted_at_the_top_of_a_long_section_is_traced_to_where_it_moved(tmp_path):
+    """The section's first passage carries its heading line, its ~pN splits do not: the old first
+    paragraph, now at ~p2, was reported "changed" and the advice dropped it from the GT."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import GoldenItem, load_golden, staleness, with_fingerprint
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    paragraphs = [f"Paragraph {n} about Kenyan coffee. " + "It grows high on volcanic soil. " * 25 for n in range(3)]
+    (kb / "origins.md").write_text("# Origins\n\n## Kenya\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    before = load_corpus(kb)
+    first = "origins.md#origins/kenya"
+    assert before.passages[first].text.startswith("## Kenya\n\nParagraph 0")
+    item = GoldenItem(id="a1", question="Where?", type="A", gt_context_ids=[first], gt_answer="High up.")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(with_fingerprint(item, before).to_line() + "\n", encoding="utf-8")
+
+    inserted = "A new opening paragraph. " + "Kenya exports most of its crop. " * 25
+    text = "# Origins\n\n## Kenya\n\n" + "\n\n".join([inserted, *paragraphs]) + "\n"
+    (kb / "origins.md").write_text(text, encoding="utf-8")
+    after = load_corpus(kb)
+    assert after.passages[f"{first}~p2"].text.startswith("Paragraph 0")
+    [stale] = staleness(load_golden(golden, after), after)
+    assert stale.moved == ((first, f"{first}~p2"),) and f"(its text is now {first}~p2)" in str(stale)
