@@ -538,3 +538,14 @@ def test_promoting_a_name_with_neither_spec_nor_eval_says_so(store, tmp_path):
     with pytest.raises(RagtrackError, match=said):  # compare said "run: ragtrack eval --version v9" too
         compare("v1", "v9", root=tmp_path)
     assert promote_version("v1", root=tmp_path, dry_run=True).promoted  # a built-in name needs no file
+
+
+def test_compare_says_when_no_item_of_a_type_was_judged_on_both_sides(store, tmp_path):
+    """Eval's table showed "— (n=0/2)" for type B; compare simply had no type B row."""
+    from ragtrack.api import compare
+
+    log_eval(store, "v1", BASE)
+    log_eval(store, "v2", [4, None, 4, 4, 4, None, 4, 4])  # i1 and i5, type B, got no correctness verdict
+    report = compare("v1", "v2", root=tmp_path, log=False)
+    assert ("correctness", "B") not in {(r.metric, r.scope) for r in report.rows}
+    assert "type B: no item judged on both sides for correctness (0 of 2)" in report.warnings

@@ -123,9 +123,15 @@ def compare(
         warnings.append(note)
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
-    rows, changes = compare_records(store.records(a.run_id), store.records(b.run_id))
+    records_b = store.records(b.run_id)
+    rows, changes = compare_records(store.records(a.run_id), records_b)
     if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
+    shown = {(r.metric, r.scope) for r in rows}
+    for scope in sorted({r.type for r in records_b}):  # a type none of whose items was judged had no row at all
+        if missing := [j for j in JUDGES.names() if (j, "all") in shown and (j, scope) not in shown]:
+            items = sum(r.type == scope for r in records_b)
+            warnings.append(f"type {scope}: no item judged on both sides for {', '.join(missing)} (0 of {items})")
     report = ComparisonReport(a, b, rows, changes, "", warnings)
     if log:
         report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings)
