@@ -160,6 +160,9 @@ def shape_problems(item: GoldenItem, corpus: Corpus) -> list[str]:
     if item.type in ("C", "D") and n < 2:
         kind = "a comparison needs two sides" if item.type == "C" else "a multi-hop question needs two hops"
         return [f"type {item.type} names at least two GT passages ({kind}); this item names 1"]
+    if item.type == "C" and len(docs) == 1:
+        only = docs.pop()
+        return [f"type C (cross-document comparison) has GT passages in two documents or more; all are in {only}"]
     return []
 
 

@@ -117,6 +117,9 @@ def test_golden_validate_says_not_ready_when_eval_would_refuse(project):
     assert result.exit_code == 1 and "not ready 5 items" in result.output and "ok 5 items" not in result.output
     assert "1 item(s) have no GT answer yet (run `ragtrack golden answer`):" in result.output
     assert f"{golden}:1: {rows[0]['id']}: gt_answer is empty" in result.output
+    # GT that contradicts its type is a warning at its line (validate said ok; only `audit` looked).
+    d1 = next(n for n, r in enumerate(rows, start=1) if r["id"] == "d1")
+    assert f"{golden}:{d1}: d1: type D names at least two GT passages" in result.output
 
 
 def test_a_paused_collector_resumes_once_and_freezes_what_set_up_made():

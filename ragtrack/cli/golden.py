@@ -88,6 +88,8 @@ def golden_validate(ctx, golden_path, corpus_path):
         )
         for item_id in check.unanswered:  # at their lines, as every input problem is
             err.print(f"  {check.golden.where(item_id)}: {item_id}: gt_answer is empty", highlight=False, markup=False)
+    for line in check.shapes:
+        warn(line)
     if check.unfingerprinted:
         console.print(
             f"[dim]{len(check.unfingerprinted)} item(s) carry no GT fingerprint, so edits to their passages "
