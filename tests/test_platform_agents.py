@@ -339,6 +339,24 @@ def test_a_web_page_answering_200_is_not_retried_and_names_the_url():
     assert len(hits) == 1 and not slept, "not retried"
 
 
+def test_the_loopback_servers_take_faults_on_their_command_line(project):
+    """Faults could be injected only in-process: a user rehearsing an outage had to write a wrapper."""
+    from ragtrack.testing import dify_server, ragflow_server
+
+    kb = str(project / "golden" / "kb")
+    with dify_server.from_args(["--kb", kb, "--port", "0", "--fault", "429:3", "--fault", "no_citations"]) as d:
+        assert list(d.faults) == [Fault("429", 3.0), Fault("no_citations")]
+        key = {"Authorization": "Bearer app-loopback"}  # the default app key
+        app = Endpoint(d.base_url, headers=key, timeout_s=5, max_concurrency=1, retry=RetryPolicy(max_attempts=1))
+        with pytest.raises(EndpointError, match="429"):
+            body = {"inputs": {}, "query": "cfg value", "user": "u", "response_mode": "blocking"}
+            app.request("POST", "/chat-messages", json_body=body, usage=Usage(), step="test")
+    with ragflow_server.from_args(["--kb", kb, "--port", "0", "--fault", "llm_error"]) as r:
+        assert list(r.faults) == [Fault("llm_error")]
+    with pytest.raises(SystemExit):  # argparse's own error, naming the kinds
+        ragflow_server.from_args(["--kb", kb, "--fault", "no_citations"])
+
+
 def test_the_endpoint_honours_retry_after_and_backs_off_on_overload(project):
     slept: list[float] = []
     with dify_server(project) as server:

@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
-from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer, page_args
+from ragtrack.testing.server import (
+    FAULTS,
+    Fault,
+    LoopbackServer,
+    Request,
+    Response,
+    add_fault_option,
+    bearer,
+    page_args,
+)
 
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 MODES = ("chat", "advanced-chat", "agent-chat", "completion", "workflow")
@@ -402,8 +411,9 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
     parser.add_argument("--top-k", type=int, default=4, help="segments retrieved per question")
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
+    add_fault_option(parser, (*FAULTS, "rate_limit_403", "no_metadata", "no_citations"))
     a = parser.parse_args(argv)
-    return DifyServer(
+    server = DifyServer(
         a.kb,
         app_key=a.app_key,
         dataset_key=a.dataset_key,
@@ -414,6 +424,8 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         citations=not a.no_citations,
         port=a.port,
     )
+    server.inject(*a.faults)
+    return server
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragtrack.testing.knowledge import Knowledge, Segment, extractive_answer, ragflow_chunks, stable_id
-from ragtrack.testing.server import LoopbackServer, Request, Response, bearer, page_args
+from ragtrack.testing.server import FAULTS, LoopbackServer, Request, Response, add_fault_option, bearer, page_args
 
 HEX = r"[0-9a-f]{32}"
 
@@ -280,8 +280,9 @@ def from_args(argv: list[str] | None = None) -> RagflowServer:
     parser.add_argument("--top-n", type=int, default=4, help="chunks the assistant retrieves per question")
     parser.add_argument("--max-chars", type=int, default=300, help="the most characters in one chunk")
     parser.add_argument("--old", action="store_true", help="behave like v0.20-v0.23 (only /chats_openai/)")
+    add_fault_option(parser, (*FAULTS, "llm_error", "no_reference"))
     a = parser.parse_args(argv)
-    return RagflowServer(
+    server = RagflowServer(
         a.kb,
         api_key=a.api_key,
         dataset_name=a.dataset_name,
@@ -290,6 +291,8 @@ def from_args(argv: list[str] | None = None) -> RagflowServer:
         old=a.old,
         port=a.port,
     )
+    server.inject(*a.faults)
+    return server
 
 
 def main(argv: list[str] | None = None) -> None:

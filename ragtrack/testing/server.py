@@ -10,6 +10,7 @@ no reply); platform-specific kinds are the subclass's.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import threading
@@ -27,6 +28,34 @@ class Fault:
 
     kind: str  # "429" | "500" | "slow" | "drop" | a platform's own kind
     seconds: float = 0.0  # Retry-After for 429, delay for "slow"
+
+
+def add_fault_option(parser: argparse.ArgumentParser, kinds: tuple[str, ...]) -> None:
+    """``--fault KIND[:SECONDS]``, repeatable: misbehaviours the next requests meet, in order (to rehearse
+    what an eval does when the platform fails, from the command line as the tests do with ``inject``)."""
+    parser.add_argument(
+        "--fault",
+        dest="faults",
+        action="append",
+        default=[],
+        type=lambda text: _fault(text, kinds),
+        metavar="KIND[:SECONDS]",
+        help=f"one of {', '.join(kinds)}; SECONDS: Retry-After of a 429, the delay of slow (repeatable)",
+    )
+
+
+def _fault(text: str, kinds: tuple[str, ...]) -> Fault:
+    kind, _, seconds = text.partition(":")
+    if kind not in kinds:
+        raise argparse.ArgumentTypeError(f"unknown fault {kind!r}; expected one of {', '.join(kinds)}")
+    try:
+        return Fault(kind, float(seconds or 0))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"SECONDS must be a number, got {seconds!r}") from None
+
+
+#: What every loopback server can do wrong; a platform adds its own kinds.
+FAULTS = ("429", "500", "slow", "drop")
 
 
 @dataclass
