@@ -17,6 +17,7 @@ from ragtrack.errors import InputError
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.records import passage_groups
 
+GUIDE = "guides/sampler.md#sampler-guide"
 STEPS = "guides/sampler.md#sampler-guide/steps"
 CFG = "guides/sampler.md#sampler-guide/guidance/cfg-value"
 NEGATIVE = "guides/sampler.md#sampler-guide/guidance/negative-prompt"
@@ -188,3 +189,14 @@ def test_an_unmapped_context_takes_a_rank_and_counts_as_retrieved():
         },
         abs=1e-5,
     )
+
+
+def test_a_context_is_not_credited_with_the_passages_between_its_matched_runs(mapper):
+    """A chunk holding the guide's intro and the Cfg value passage (the platform left out what lies
+    between, as a RAGFlow chunk headed by its document's title does) was mapped from its first matched
+    run to its last: Steps, which it does not hold, was credited too."""
+    text = (
+        "Sampler guide\nThe sampler node turns noise into a picture step by step. Guidance\nCfg value\n"
+        "The cfg value defaults to 8.0 and sets how closely the prompt is followed."
+    )
+    assert mapped(mapper, text) == ([GUIDE, CFG], "text 1.00")

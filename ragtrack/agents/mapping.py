@@ -129,6 +129,23 @@ class Location:
     start: int  # character span in the document's text
     end: int
     share: float  # of the context's normalised text found there
+    # The verbatim runs inside that span (character spans of the document's text): the gaps between
+    # them are text the context does not hold (a dropped URL, or a whole passage a title run jumps over).
+    runs: tuple[tuple[int, int], ...] = ()
+
+    def passages(self, corpus: Corpus, min_overlap: float) -> list[str]:
+        """The passages the context's matched text covers: one counts when the characters matched inside
+        it are at least ``min_overlap`` of the shorter of it and all matched text (the rule of
+        :meth:`Corpus.passages_covering`, on what matched instead of the span from first to last run,
+        which credited a chunk "<document title> + passage 2" with passage 1 too)."""
+        runs = self.runs or ((self.start, self.end),)
+        matched = sum(end - start for start, end in runs)
+        hits = []
+        for p in corpus.documents[self.doc_id].passages:
+            inside = sum(max(0, min(end, p.end) - max(start, p.start)) for start, end in runs)
+            if inside > 0 and inside >= min_overlap * min(p.end - p.start, matched):
+                hits.append(p.id)
+        return hits
 
 
 class TextLocator:
@@ -196,7 +213,8 @@ class TextLocator:
             kept, covered = _chain(doc_runs, length)
             offsets, base = self.offsets[doc], self.starts[doc]
             lo, hi = min(r[0] for r in kept) - base, max(r[1] for r in kept) - base
-            found.append(Location(self.doc_ids[doc], offsets[lo], offsets[hi - 1] + 1, covered / length))
+            spans = tuple(sorted((offsets[a - base], offsets[b - base - 1] + 1) for a, b, _ in kept))
+            found.append(Location(self.doc_ids[doc], offsets[lo], offsets[hi - 1] + 1, covered / length, spans))
         return sorted(found, key=lambda x: (-x.share, x.doc_id))
 
 
@@ -260,7 +278,7 @@ class ContextMapper:
         best = hinted or [loc for loc in candidates if candidates and loc.share == candidates[0].share]
         ids: list[str] = []
         for loc in best:
-            ids += self.corpus.passages_covering(loc.doc_id, [(loc.start, loc.end)], self.min_overlap)
+            ids += loc.passages(self.corpus, self.min_overlap)
         return tuple(dict.fromkeys(ids)), best[0].share if best else 0.0
 
     def _by_id(self, ctx: PlatformContext, ids: tuple[str, ...]) -> RetrievedContext:
