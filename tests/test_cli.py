@@ -255,6 +255,16 @@ def test_json_gives_a_ci_script_the_run_the_figures_and_the_verdict(evaluated, t
     assert decided["exit_status"] == result.exit_code and decided["outcome"] in ("promoted", "refused", "unchanged")
     assert decided["run_id"] == got["run_id"] and decided["reasons"]
 
+    # An error still writes the file: a script read what an earlier step had left there ("promoted").
+    out.write_text('{"outcome": "promoted", "exit_status": 0}', encoding="utf-8")
+    result = CliRunner().invoke(main, ["--root", str(evaluated), "promote", "v9", "--json", str(out)])
+    failed = json.loads(out.read_text(encoding="utf-8"))
+    assert result.exit_code == failed["exit_status"] == 2 and failed["error"].startswith("no version 'v9'")
+    result = CliRunner().invoke(
+        main, ["--root", str(evaluated), "compare", "v1", "v3", "--json", "-", "--markdown", "-"]
+    )
+    assert result.exit_code == 2 and "only one of --markdown - and --json - can print to stdout" in result.output
+
 
 def test_user_errors_are_one_line_without_traceback(project):
     (project / "ragtrack.toml").write_text("[gates]\ncorectness = 0.8\n")

@@ -7,6 +7,7 @@ it runs, so ``ragtrack --help`` stays instant.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -17,6 +18,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -34,10 +36,31 @@ LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path
 
 def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
     """``--markdown -`` / ``--json -``: stdout is that alone (``> summary.md``), the tables go to stderr."""
+    if out is not None and param.name == "json_out":
+        ctx.meta[_JSON_OUT] = out.name  # an error or interrupt is written there too (see _Group)
     if out is not None and getattr(out, "name", "") == "<stdout>":
+        if ctx.meta.get(_STDOUT_TAKEN):  # two documents on one stream: neither would parse
+            raise click.BadParameter("only one of --markdown - and --json - can print to stdout; send one to a file")
+        ctx.meta[_STDOUT_TAKEN] = True
         console.file = sys.stderr
         ctx.call_on_close(lambda: setattr(console, "file", None))  # None: rich's default, sys.stdout
     return out
+
+
+_JSON_OUT, _STDOUT_TAKEN = "ragtrack.json_out", "ragtrack.stdout_taken"
+
+
+def _json_failure(ctx: click.Context, message: str, code: int) -> None:
+    """A command asked for ``--json`` that ends on an error or an interrupt still writes it: a script
+    must not read what an earlier step left in the file, nor an empty stdout."""
+    if (name := ctx.meta.get(_JSON_OUT)) is None:
+        return
+    text = json.dumps({"command": ctx.invoked_subcommand, "error": message, "exit_status": code}, ensure_ascii=False)
+    if name == "<stdout>":
+        click.echo(text)
+    else:  # the command's own handle closed with its context: written anew
+        with contextlib.suppress(OSError):
+            Path(name).write_text(text + "\n", encoding="utf-8")
 
 
 def _output_file(flag: str, dest: str, mode: str, help: str):
@@ -160,6 +183,7 @@ class _Group(click.Group):
         except KeyboardInterrupt as e:
             click.echo("interrupted", err=True)
             code = 143 if isinstance(e, Terminated) else 130
+            _json_failure(ctx, "interrupted", code)
             if _exit_at_once:
                 # Calls still in flight in worker threads are abandoned rather than awaited: everything
                 # worth keeping is already written (the checkpoint, the run's status).
@@ -172,6 +196,7 @@ class _Group(click.Group):
 
             # Plain: paths with file:line must not be wrapped. Redacted: a key pasted as a name is echoed.
             click.echo(f"error: {redact_values(str(e))}", err=True)
+            _json_failure(ctx, redact_values(str(e)), 2)
             sys.exit(2)
         except Exception as e:
             # The tracking store failing mid-command (a server that went away, a refused write):
@@ -181,6 +206,7 @@ class _Group(click.Group):
 
                 message = (getattr(e, "message", None) or str(e)).strip().split("\n", 1)[0][:300]
                 click.echo(f"error: tracking store: {redact(message)}", err=True)
+                _json_failure(ctx, f"tracking store: {redact(message)}", 2)
                 sys.exit(2)
             raise
 
