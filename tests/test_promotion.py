@@ -497,7 +497,9 @@ def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_nam
     d = promote_version("v3", root=project, dry_run=True)
     assert (d.run_id, d.model_version) == (mine.run_id, mine.model_version)
     spec.write_text(original.replace("top_k = 3", "top_k = 4"))  # edited, never evaluated
-    with pytest.raises(RagtrackError, match=r"v3.toml has changed since v3 was last evaluated .*ragtrack eval"):
+    with pytest.raises(
+        RagtrackError, match=r"v3.toml \(or a file it names.*\) has changed since v3 was last evaluated"
+    ):
         promote_version("v3", root=project, dry_run=True)
 
     # A branch that keeps the champion's name is compared with it as `champion` (it was "both are v3").
@@ -511,6 +513,17 @@ def test_promote_judges_the_spec_in_this_checkout_not_the_newest_eval_of_its_nam
     assert (report.a.version, report.b.version) == (f"v3@{mine.model_version}", f"v3@{theirs.model_version}")
     with pytest.raises(RagtrackError, match=r"both are v3 .*`ragtrack compare champion v3`"):
         compare("v3", "v3", root=project)
+    # On the champion's own checkout (main after the merge, a re-run) there is nothing to compare, and
+    # it is no failure: `ragtrack compare champion v3` exits 0 there, as promote does.
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+
+    spec.write_text(original)
+    result = CliRunner().invoke(main, ["--root", str(project), "compare", "champion", "v3"])
+    assert result.exit_code == 0 and f"v3 (model version {mine.model_version}) is the champion" in result.output
+    with pytest.raises(RagtrackError, match="`champion` goes first"):
+        compare("v3", "champion", root=project)
 
 
 def test_a_champion_alias_removed_by_hand_is_noted_beside_the_verdict(store, tmp_path):

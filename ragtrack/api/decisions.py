@@ -69,8 +69,11 @@ def compare(
     (``pipelines/bm25.toml`` evolving through pull requests) is compared with it:
     the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version).
     """
+    if version_b == CHAMPION:
+        raise RagtrackError(f"`{CHAMPION}` goes first, as A: ragtrack compare {CHAMPION} {version_a}")
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True, writing=log)
+    asked_champion = version_a == CHAMPION
     if version_a == CHAMPION:
         if (champion := store.champion()) is None:
             raise RagtrackError("there is no champion yet: ragtrack promote a version first")
@@ -79,6 +82,8 @@ def compare(
         pinned_a = _checked_out(store, version_a, _known(store, config, version_a), config)
     pinned_b = _checked_out(store, version_b, _known(store, config, version_b), config)
     if version_a == version_b and pinned_a == pinned_b:  # one run against itself: every difference 0
+        if asked_champion:  # main's job after the merge, or a re-run: not an error (promote says the same)
+            raise SameAsChampion(f"{version_b} (model version {pinned_b}) is the champion: nothing to compare")
         raise RagtrackError(
             f"compare needs two versions; both are {version_a}"
             + (f" (model version {pinned_a})" if pinned_a else "")
@@ -175,6 +180,10 @@ def promote(
 CHAMPION = "champion"
 
 
+class SameAsChampion(RagtrackError):
+    """``compare champion vX`` where this checkout's vX is the champion: nothing to compare, and no failure."""
+
+
 def _known(store: Store, config: ProjectConfig, version: str) -> Path:
     """``version``'s spec path; a name with neither a spec nor an eval is refused here, since
     "run: ragtrack eval --version v9" would only fail on the missing spec."""
@@ -198,8 +207,8 @@ def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig) 
     found = store.model_versions(version, loaded.hash)
     if not found:
         raise RagtrackError(
-            f"{spec} has changed since {version} was last evaluated (spec hash {loaded.hash} has no eval): "
-            f"run: ragtrack eval --version {version}"
+            f"{spec} (or a file it names: a prompt, the agent's code) has changed since {version} was last "
+            f"evaluated (spec hash {loaded.hash} has no eval): run: ragtrack eval --version {version}"
         )
     return str(found[0].version)
 

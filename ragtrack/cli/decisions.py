@@ -50,15 +50,23 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     with cyclic_gc_paused():  # two runs' records, a few hundred resamplings and one plot
         from ragtrack import report as view
         from ragtrack.api import compare as run_compare
+        from ragtrack.api.decisions import SameAsChampion
 
-        report = run_compare(
-            version_a,
-            version_b,
-            root=project_root(ctx),
-            golden_path=golden_path,
-            tracking_uri=tracking_uri,
-            allow_incomparable=allow_incomparable,
-        )
+        try:
+            report = run_compare(
+                version_a,
+                version_b,
+                root=project_root(ctx),
+                golden_path=golden_path,
+                tracking_uri=tracking_uri,
+                allow_incomparable=allow_incomparable,
+            )
+        except SameAsChampion as same:
+            console.print(str(same))
+            write_json(
+                json_out, {"command": "compare", "same_as_champion": True, "message": str(same), "exit_status": 0}
+            )
+            sys.exit(0)
     show(view.comparison_table(report), view.moved_items_table(report, show_items))
     for w in report.warnings:
         warn(w)
