@@ -171,3 +171,21 @@ def test_an_eval_whose_judge_gave_no_verdict_at_all_exits_1(project, monkeypatch
         command = ["--root", str(project), "eval", "--version", "v1", "--judge", "openai:m", "--limit", "1"]
         result = CliRunner().invoke(main, command)
     assert result.exit_code == 1 and "no judge verdict at all" in result.output, result.output
+
+
+def test_an_eval_run_with_llm_is_compared_and_promoted_with_the_same_llm(project, endpoint):
+    """promote and compare pin this checkout's spec; an `eval --llm` run is a model version of its own,
+    which they called "changed since last evaluated" and could not judge."""
+    from ragtrack.api import compare, promote
+    from ragtrack.errors import RagtrackError
+
+    plain = evaluate("v1", root=project)
+    assert promote("v1", root=project).promoted
+    override = evaluate("v1", root=project, llm="openai:fake-model")
+    assert override.model_version != plain.model_version
+    d = promote("v1", root=project, dry_run=True, llm="openai:fake-model")
+    assert (d.run_id, d.model_version) == (override.run_id, override.model_version)
+    report = compare("champion", "v1", root=project, llm="openai:fake-model", log=False)
+    assert (report.a.run_id, report.b.run_id) == (plain.run_id, override.run_id)
+    with pytest.raises(RagtrackError, match=r"run: ragtrack eval --version v1 --llm openai:other"):
+        promote("v1", root=project, dry_run=True, llm="openai:other")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ragtrack.api.evaluation import checked_arguments, load_inputs
+from ragtrack.api.evaluation import checked_arguments, load_inputs, with_llm
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
@@ -56,6 +56,7 @@ def compare(
     tracking_uri: str | None = None,
     allow_incomparable: bool = False,
     log: bool = True,
+    llm: str | None = None,
 ) -> ComparisonReport:
     """The latest comparable eval runs of two versions, side by side with paired statistics.
 
@@ -67,7 +68,8 @@ def compare(
     Each side is the spec as it is in this checkout (as for ``promote``); ``champion``
     as A names the registry's champion, so a branch that keeps the champion's name
     (``pipelines/bm25.toml`` evolving through pull requests) is compared with it:
-    the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version).
+    the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version). ``llm``: B as
+    ``eval --llm`` ran it.
     """
     if version_b == CHAMPION:
         raise RagtrackError(f"`{CHAMPION}` goes first, as A: ragtrack compare {CHAMPION} {version_a}")
@@ -80,7 +82,7 @@ def compare(
         version_a, pinned_a = champion[1], champion[0]
     else:
         pinned_a = _checked_out(store, version_a, _known(store, config, version_a), config)
-    pinned_b = _checked_out(store, version_b, _known(store, config, version_b), config)
+    pinned_b = _checked_out(store, version_b, _known(store, config, version_b), config, llm)
     if version_a == version_b and pinned_a == pinned_b:  # one run against itself: every difference 0
         if asked_champion:  # main's job after the merge, or a re-run: not an error (promote says the same)
             raise SameAsChampion(f"{version_b} (model version {pinned_b}) is the champion: nothing to compare")
@@ -166,13 +168,15 @@ def promote(
     allow_substitutes: bool = False,
     allow_partial: bool = False,
     dry_run: bool = False,
+    llm: str | None = None,
 ) -> Decision:
-    """Apply the promotion rule to ``version``'s latest eval; moves the ``champion`` alias on success."""
+    """Apply the promotion rule to ``version``'s latest eval (of its spec as it is here; ``llm``: as
+    ``eval --llm`` ran it); moves the ``champion`` alias on success."""
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True)
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
     spec = _known(store, config, version)
-    model_version = _checked_out(store, version, spec, config)
+    model_version = _checked_out(store, version, spec, config, llm)
     return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
 
 
@@ -197,18 +201,21 @@ def _known(store: Store, config: ProjectConfig, version: str) -> Path:
     return spec
 
 
-def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig) -> str | None:
-    """The model version of ``version``'s spec as it is in this checkout, so that ``promote`` judges
-    this checkout's agent (two CI jobs of one name share a store; the newest eval may be the other
-    job's). None when the spec is not a file here (a built-in, or one evaluated elsewhere)."""
+def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig, llm: str | None = None) -> str | None:
+    """The model version of ``version``'s spec as it is in this checkout (with ``llm`` as its LLM, as
+    ``eval --llm`` ran it), so that ``promote`` judges this checkout's agent (two CI jobs of one name
+    share a store; the newest eval may be the other job's). None when the spec is not a file here (a
+    built-in, or one evaluated elsewhere)."""
     if not spec.is_file():
         return None
-    loaded = load_spec(version, config.path(config.project.pipelines), config.root)
+    loaded = with_llm(load_spec(version, config.path(config.project.pipelines), config.root), llm)
     found = store.model_versions(version, loaded.hash)
     if not found:
+        run = f"ragtrack eval --version {version}" + (f" --llm {llm}" if llm else "")
         raise RagtrackError(
             f"{spec} (or a file it names: a prompt, the agent's code) has changed since {version} was last "
-            f"evaluated (spec hash {loaded.hash} has no eval): run: ragtrack eval --version {version}"
+            f"evaluated (spec hash {loaded.hash} has no eval): run: {run}"
+            + ("" if llm else " (an eval run with --llm is judged with the same --llm)")
         )
     return str(found[0].version)
 

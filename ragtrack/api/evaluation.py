@@ -163,6 +163,15 @@ class EvalOptions:
 checked_arguments = validate_call(config=ConfigDict(strict=True))
 
 
+def with_llm(spec: LoadedSpec, llm: str | None) -> LoadedSpec:
+    """``spec`` with ``--llm`` as its pipeline's LLM (a version of its own: another spec hash)."""
+    if llm is None:
+        return spec
+    if spec.kind != "pipeline":
+        raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
+    return spec.with_values({"llm": {"model": llm}})
+
+
 @checked_arguments
 def evaluate(
     version: str,
@@ -224,10 +233,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
     if spec.builtin:
         progress.on_stage(f"built-in {spec.name} for a {corpus.language} corpus ({Path(spec.path).name})")
-    if o.llm is not None:
-        if spec.kind != "pipeline":
-            raise RagtrackError(f"--llm sets the LLM of a ragtrack pipeline; {spec.name} is a {spec.kind} agent")
-        spec = spec.with_values({"llm": {"model": o.llm}})
+    spec = with_llm(spec, o.llm)
     full, golden = golden, golden.limit(o.limit)
     limits: dict[str, str] = {}  # tagged ragtrack.warning.<code> on the run; its description lists them
     if missed := sorted({i.type for i in full.items} - {i.type for i in golden.items}):

@@ -19,6 +19,10 @@ from ragtrack.cli import (
     write_markdown,
 )
 
+_AS_EVALUATED = click.option(
+    "--llm", help="The version as `ragtrack eval --llm` ran it (an LLM override is a model version of its own)."
+)
+
 
 @main.command()
 @click.argument("version_a")
@@ -32,10 +36,13 @@ from ragtrack.cli import (
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
+@_AS_EVALUATED
 @MARKDOWN
 @JSON_OUT
 @click.pass_context
-def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, markdown, json_out):
+def compare(
+    ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, llm, markdown, json_out
+):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
     difference with a 95% bootstrap interval and a permutation p-value, and the items
     whose correctness got better or worse. Logged as a comparison run with a per-type plot, once per
@@ -60,6 +67,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
                 golden_path=golden_path,
                 tracking_uri=tracking_uri,
                 allow_incomparable=allow_incomparable,
+                llm=llm,
             )
         except SameAsChampion as same:
             console.print(str(same))
@@ -92,6 +100,7 @@ def compare(ctx, version_a, version_b, golden_path, tracking_uri, show_items, al
     help="Accept judge means that cover fewer than all items, and evals cut by --limit.",
 )
 @click.option("--tracking-uri", help="MLflow tracking URI.")
+@_AS_EVALUATED
 @MARKDOWN
 @JSON_OUT
 @click.pass_context
@@ -105,6 +114,7 @@ def promote(
     allow_substitutes,
     allow_partial,
     tracking_uri,
+    llm,
     markdown,
     json_out,
 ):
@@ -132,6 +142,7 @@ def promote(
             allow_substitutes=allow_substitutes,
             allow_partial=allow_partial,
             dry_run=dry_run,
+            llm=llm,
         )
     for line in view.decision_lines(decision):
         console.print(line, highlight=False)
