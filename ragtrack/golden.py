@@ -275,12 +275,23 @@ class Staleness:
     # A changed or missing GT passage whose recorded text is now, unchanged, under another ID (a
     # line added above shifts positional IDs, a renamed file moves them): old ID → new ID.
     moved: tuple[tuple[str, str], ...] = ()
+    # A changed GT passage whose section is now split in ~pN passages the item does not name (a
+    # paragraph added made it too long): its old text may be spread over them. ID → the splits.
+    split: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Missing GT passages whose whole document is gone from the corpus (there is no new ID to point at).
+    gone_documents: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        now_at = dict(self.moved)
+        now_at, splits = dict(self.moved), dict(self.split)
 
         def at(pid: str) -> str:
-            return f" (its text is now {now_at[pid]})" if pid in now_at else ""
+            if pid in now_at:
+                return f" (its text is now {now_at[pid]})"
+            if pid in splits:
+                return f" (its section is now split: {', '.join(splits[pid])}; the answer may be in one of them)"
+            if pid.split("#", 1)[0] in self.gone_documents:
+                return f" (the document {pid.split('#', 1)[0]} is no longer in the corpus)"
+            return ""
 
         parts = [
             *(f"GT passage {pid} changed{at(pid)}" for pid in self.changed),
@@ -300,12 +311,20 @@ def stale_advice(stale: list[Staleness]) -> str:
             "`ragtrack golden fingerprint --id ID` (accepting the old ID's new text would point the item "
             "at another passage)"
         )
-    if gone := [s.item_id for s in stale if set(s.missing) - {old for old, _ in s.moved}]:
+    if split := [s.item_id for s in stale if s.split]:
+        steps.append(
+            f"in {', '.join(split)}, a GT passage's section is now split: name the split(s) that hold the "
+            "answer (`ragtrack corpus show ID~p2`), then `ragtrack golden fingerprint --id ID`"
+        )
+    if dropped := [s.item_id for s in stale if s.gone_documents]:
+        steps.append(f"rewrite or retire {', '.join(dropped)}: their GT documents are no longer in the corpus")
+    moved_or_gone = {s.item_id: {old for old, _ in s.moved} | _in(s.missing, s.gone_documents) for s in stale}
+    if gone := [s.item_id for s in stale if set(s.missing) - moved_or_gone[s.item_id]]:
         steps.append(
             f"point the gt_context_ids of {', '.join(gone)} at the passages' new IDs "
             '(`ragtrack corpus search "<words of the passage>"`)'
         )
-    if any(set(s.changed) - {old for old, _ in s.moved} for s in stale):
+    if any(set(s.changed) - {old for old, _ in s.moved} - {pid for pid, _ in s.split} for s in stale):
         steps.append("review the answers, then `ragtrack golden fingerprint --id ID` to accept the new text")
     if added := [s.item_id for s in stale if s.unrecorded]:
         steps.append(
@@ -339,7 +358,19 @@ def staleness(golden: GoldenSet, corpus: Corpus) -> list[Staleness]:
                 for pid in (*changed, *missing)
                 if pid in item.gt_fingerprint and len(found := by_text.get(item.gt_fingerprint[pid], [])) == 1
             )
-            out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded, moved))
+            moved_ids = {old for old, _ in moved}
+            split = tuple(
+                (pid, splits)
+                for pid in changed
+                if pid not in moved_ids
+                and (
+                    splits := tuple(
+                        p for p in corpus.passages if p.startswith(f"{pid}~p") and p not in item.gt_context_ids
+                    )
+                )
+            )
+            gone = tuple(sorted({pid.split("#", 1)[0] for pid in missing} - set(corpus.documents)))
+            out.append(Staleness(item.id, golden.where(item.id), changed, missing, unrecorded, moved, split, gone))
     return out
 
 
@@ -356,6 +387,11 @@ def _where_texts_are(corpus: Corpus) -> dict[str, list[str]]:
             heading = first.text[: first.text.index("\n\n") + 2]
             out.setdefault(passage_fingerprint(heading + passage.text), []).append(pid)
     return out
+
+
+def _in(pids: tuple[str, ...], documents: tuple[str, ...]) -> set[str]:
+    """The passage IDs that belong to one of ``documents``."""
+    return {pid for pid in pids if pid.split("#", 1)[0] in documents}
 
 
 def unfingerprinted(golden: GoldenSet) -> list[str]:

@@ -381,3 +381,38 @@ def test_a_paragraph_inserted_at_the_top_of_a_long_section_is_traced_to_where_it
     assert after.passages[f"{first}~p2"].text.startswith("Paragraph 0")
     [stale] = staleness(load_golden(golden, after), after)
     assert stale.moved == ((first, f"{first}~p2"),) and f"(its text is now {first}~p2)" in str(stale)
+
+
+def test_a_section_split_for_the_first_time_and_a_deleted_document_get_advice_that_fits(tmp_path):
+    """A paragraph that pushed a section over the passage limit spread its old text over ~p2/~p3: the
+    advice "review, then fingerprint" accepted the new intro as GT. A deleted file's items were told
+    to point at the passages' "new IDs", which do not exist."""
+    from ragtrack.corpus import load_corpus
+    from ragtrack.golden import GoldenItem, load_golden, stale_advice, staleness, with_fingerprint
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    body = "The gateway listens on port 8080. " * 20 + "\n\n" + "Its admin page uses port 8443. " * 20
+    (kb / "setup.md").write_text(f"# Setup\n\n## Ports\n\n{body}\n", encoding="utf-8")
+    (kb / "old.md").write_text("# Old\n\nThe old gateway used port 80.\n", encoding="utf-8")
+    before = load_corpus(kb)
+    ports, old = "setup.md#setup/ports", next(pid for pid in before.passages if pid.startswith("old.md"))
+    items = [
+        GoldenItem(id="a1", question="Port?", type="A", gt_context_ids=[ports], gt_answer="8080."),
+        GoldenItem(id="a2", question="Old port?", type="A", gt_context_ids=[old], gt_answer="80."),
+    ]
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(with_fingerprint(i, before).to_line() + "\n" for i in items), encoding="utf-8")
+
+    intro = "A new introduction about the gateway. " * 16  # the section no longer fits one passage
+    (kb / "setup.md").write_text(f"# Setup\n\n## Ports\n\n{intro}\n\n{body}\n", encoding="utf-8")
+    (kb / "old.md").unlink()
+    after = load_corpus(kb)
+    assert f"{ports}~p2" in after.passages
+    split, gone = staleness(load_golden(golden, after), after)
+    assert f"(its section is now split: {ports}~p2" in str(split)
+    assert "(the document old.md is no longer in the corpus)" in str(gone)
+    advice = stale_advice([split, gone])
+    assert "in a1, a GT passage's section is now split: name the split(s) that hold the answer" in advice
+    assert "rewrite or retire a2: their GT documents are no longer in the corpus" in advice
+    assert "to accept the new text" not in advice and "new IDs" not in advice
