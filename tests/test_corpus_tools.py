@@ -114,3 +114,18 @@ def test_the_dense_passage_index_is_built_once_per_corpus(tmp_path, tiny_corpus,
     assert not first.from_cache and second.from_cache
     assert embedder.texts_embedded == embedded  # nothing re-embedded
     assert [h.passage_id for h in first.search("cfg", 3)] == [h.passage_id for h in second.search("cfg", 3)]
+
+
+def test_documents_are_picked_by_path_by_folder_or_all_by_the_corpus_folder_itself():
+    """`golden propose --doc .` (or the corpus folder's own path) was "no document '.'", though the help
+    says a folder of documents is accepted."""
+    from ragtrack.api.corpus import select_documents
+    from ragtrack.corpus import load_corpus
+
+    from .conftest import DATA
+
+    corpus = load_corpus(DATA / "kb")
+    everything = list(corpus.documents)
+    assert [d.id for d in select_documents(corpus, ["."])] == everything
+    assert [d.id for d in select_documents(corpus, [str(DATA / "kb")])] == everything
+    assert [d.id for d in select_documents(corpus, ["guides"])] == [d for d in everything if d.startswith("guides/")]

@@ -56,9 +56,11 @@ def list_passages(
 def select_documents(corpus: Corpus, names: list[str]) -> list[Document]:
     """The documents ``names`` pick, in corpus order: a document's path, or a folder holding several."""
     picked = []
+    root = Path(corpus.source).resolve()
     for name in names:
         prefix = name.rstrip("/") + "/"
-        found = [d for d in corpus.documents.values() if d.id == name or d.id.startswith(prefix)]
+        whole = name.strip() in (".", "./") or Path(name).resolve() == root  # the corpus folder itself
+        found = [d for d in corpus.documents.values() if whole or d.id == name or d.id.startswith(prefix)]
         if not found:
             raise RagtrackError(f"no document {name!r} in {corpus.source}{suggestion(name, list(corpus.documents))}")
         picked += [d for d in found if d not in picked]
