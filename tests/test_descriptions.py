@@ -235,6 +235,10 @@ def test_an_eval_run_description_starts_with_its_verdict_against_the_champion():
     assert "Champion's eval [run-v1](#/runs/run-v1)" in text
     assert "Items whose correctness moved most: a2 (2 → 4)." in text
     assert "- low MRR (0.50): ranking." in text and "Substituted" not in text
+    # A branch that keeps the champion's name: "Against champion **v1**" on v1's own page said nothing.
+    branch = summary("v1", "3", {**base, "correctness": 2.5})
+    text = d.eval_run(branch, params, "", 4, standing(branch, v1, rows), LINKS)
+    assert text.splitlines()[1].startswith("Against champion **v1** (model version 1): correctness Δ **+0.500**")
 
 
 def test_an_incomplete_run_says_so_instead_of_a_verdict():

@@ -205,12 +205,17 @@ def decide(
     incumbent = champion.run
     if incumbent is None:
         items = int(challenger.metrics.get("items", 0))
+        # Under one name, "ragtrack eval --version X" here would evaluate this checkout's spec, not the champion's.
+        spec = (
+            f"a checkout of the champion's spec (model version {champion.model_version})"
+            if champion.version == challenger.version
+            else "the champion's spec: an edited spec is a new model version"
+        )
         refuse(
             f"the champion {champion.version} (model version {champion.model_version}) has no eval on the "
             f"golden set of {challenger.version}'s run (digest {challenger.golden_digest}, {items} items) with its "
             f"judge ({challenger.judge_identity}); run: ragtrack eval --version {champion.version}, with the "
-            "--golden, --corpus, --limit and --judge that run used (and the champion's spec: an edited spec is a new "
-            "model version)"
+            f"--golden, --corpus, --limit and --judge that run used (and {spec})"
         )
         return decision
     for problem in comparability_problems(incumbent, challenger):

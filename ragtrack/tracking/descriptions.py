@@ -237,8 +237,9 @@ def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) 
     if CRITERION not in paired_rows:
         return f"Champion {d.champion}: {verdict(d)}."
     c = paired_rows[CRITERION]
+    mv = f" (model version {d.champion_model_version})" if d.champion == run.version else ""  # same name
     return (
-        f"Against champion **{d.champion}**: correctness Δ **{c.delta:+.3f}** "
+        f"Against champion **{d.champion}**{mv}: correctness Δ **{c.delta:+.3f}** "
         f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text}) · {verdict(d)}."
     )
 
