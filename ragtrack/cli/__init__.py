@@ -40,6 +40,7 @@ def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
         ctx.meta[_JSON_OUT] = out.name  # an error or interrupt is written there too (see _Group)
     if out is not None and getattr(out, "name", "") == "<stdout>":
         if ctx.meta.get(_STDOUT_TAKEN):  # two documents on one stream: neither would parse
+            console.file = None  # the context that would restore it is never entered: restored here
             raise click.BadParameter("only one of --markdown - and --json - can print to stdout; send one to a file")
         ctx.meta[_STDOUT_TAKEN] = True
         console.file = sys.stderr
@@ -180,6 +181,9 @@ class _Group(click.Group):
             signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return super().invoke(ctx)
+        except click.UsageError:  # raised while parsing, before the subcommand's context closes: reset here
+            console.file = None  # a `--markdown -` parsed before the bad option had sent the tables to stderr
+            raise
         except KeyboardInterrupt as e:
             click.echo("interrupted", err=True)
             code = 143 if isinstance(e, Terminated) else 130
