@@ -40,7 +40,6 @@ def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
         ctx.meta[_JSON_OUT] = out.name  # an error or interrupt is written there too (see _Group)
     if out is not None and getattr(out, "name", "") == "<stdout>":
         if ctx.meta.get(_STDOUT_TAKEN):  # two documents on one stream: neither would parse
-            console.file = None  # the context that would restore it is never entered: restored here
             raise click.BadParameter("only one of --markdown - and --json - can print to stdout; send one to a file")
         ctx.meta[_STDOUT_TAKEN] = True
         console.file = sys.stderr
