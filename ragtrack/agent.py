@@ -263,6 +263,7 @@ AGENT_KINDS: Registry[AgentKind] = Registry(
         "pipeline": "ragtrack.pipeline.spec:KIND",
         "dify": "ragtrack.agents.dify:KIND",
         "ragflow": "ragtrack.agents.ragflow:KIND",
+        "coze": "ragtrack.agents.coze:KIND",
         "http": "ragtrack.agents.http:KIND",
         "python": "ragtrack.agents.python:KIND",
     },

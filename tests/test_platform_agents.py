@@ -25,8 +25,9 @@ from ragtrack.errors import InputError, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import RetryPolicy
 from ragtrack.spec import load_spec
+from ragtrack.testing.coze_server import CozeServer
 from ragtrack.testing.dify_server import DifyServer
-from ragtrack.testing.knowledge import Knowledge, dify_chunks
+from ragtrack.testing.knowledge import Knowledge, dify_chunks, extractive_answer
 from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.server import Fault, LoopbackServer, Request, Response, bearer
 
@@ -602,6 +603,118 @@ def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(proje
         report = evaluate("ragflow-app", root=project, use_cache=False)
     assert report.complete and not any(r.errors for r in report.records)
     assert report.accounting["agent"]["ragflow"]["retries"] == 2
+
+
+# ---------------------------------------------------------------------------------------- Coze
+COZE_TOKEN = "pat_loopback3c5e7a9b1d2f4e6a"
+
+
+def coze_server(project: Path, **kw) -> CozeServer:
+    return CozeServer(project / "golden" / "kb", token=COZE_TOKEN, max_chars=200, **kw)
+
+
+def coze_agent(server: CozeServer, extra: str = "") -> str:
+    return (
+        f'kind = "coze"\nbase_url = "{server.base_url}"\napi_key_env = "COZE_TOKEN"\n'
+        f'bot_id = "{server.bot_id}"\npoll_interval_s = 0.01\n{extra}'
+    )
+
+
+def check_against_recall(report, server: CozeServer) -> None:
+    """Every item's contexts are the slices the bot recalled (chunked as Dify's automatic mode does, so
+    mapped as DIFY_SEGMENTS works out), and its retrieval metrics equal the hand computation from them."""
+    chats = {c.question: c for c in server.chats.values() if c.status == "completed"}
+    for record in report.records:
+        recalled = chats[record.question].hits
+        assert [c.text for c in record.contexts] == [s.text for s, _ in recalled], record.id
+        units = [DIFY_SEGMENTS[(s.document.name, s.position)] for s, _ in recalled]
+        assert [c.passage_ids for c in record.contexts] == units, record.id
+        assert all(c.mapping == "text 1.00" for c in record.contexts)
+        assert record.retrieval == pytest.approx(by_hand(units, record.gt_context_ids)), record.id
+
+
+@pytest.mark.parametrize("studio", [False, True], ids=["coze.cn", "coze-studio"])
+def test_a_coze_bot_is_evaluated_with_its_knowledge_recall_mapped_by_text(project, monkeypatch, studio):
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project, steps=3, studio=studio) as server:  # each chat runs for three status checks
+        write_spec(project, "coze-bot", coze_agent(server))
+        report = evaluate("coze-bot", root=project)
+    assert report.complete and len(report.records) == 5 and not any(r.errors for r in report.records)
+    check_against_recall(report, server)
+    assert all(
+        r.answer and r.answer == extractive_answer(r.question, [s for s, _ in server_hits(server, r)])
+        for r in report.records
+    )
+    p = report.params
+    assert p["agent_kind"] == p["platform"] == "coze" and p["bot_id"] == server.bot_id
+    assert p["bot_name"] == server.bot_name and p["base_url"] == server.base_url  # from GET /v1/bots/{id}
+    usage = report.accounting["agent"]["coze"]
+    assert usage["calls"] == 5 and usage["tokens_in"] > 0, "a chat is one call, however many requests it took"
+    handlers = [x.request.handler for x in server.exchanges]
+    assert handlers.count("create_chat") == 5 and handlers.count("retrieve_chat") == 15
+    sent = server.replies("create_chat")[0].request.body
+    assert sent["stream"] is False and sent["auto_save_history"] is True and sent["user_id"] == "ragtrack"
+    assert sent["bot_id"] == server.bot_id and "conversation_id" not in sent  # a new conversation each time
+    assert len({c.conversation_id for c in server.chats.values()}) == 5
+    assert server.exchanges[-1].request.headers["authorization"] == f"Bearer {COZE_TOKEN}"  # it was sent...
+    files = [p for p in project.rglob("*") if p.is_file()]
+    assert not [p for p in files if COZE_TOKEN[4:].encode() in p.read_bytes()]  # ...and written nowhere
+
+
+def server_hits(server: CozeServer, record) -> list:
+    return next(c.hits for c in server.chats.values() if c.question == record.question)
+
+
+def test_coze_chats_that_fail_stop_for_input_or_recall_nothing_are_item_errors(project, monkeypatch):
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project) as server:
+        write_spec(project, "coze-bot", coze_agent(server, "max_concurrency = 1\n"))
+        server.inject(Fault("failed"), Fault("requires_action"), Fault("no_recall"))  # the first three items
+        report = evaluate("coze-bot", root=project, use_cache=False)
+    failed, waiting, unknown = report.records[:3]
+    assert failed.errors == ["coze: the chat failed: 5000 the model service failed"] and not failed.answered
+    assert "requires_action" in waiting.errors[0] and not waiting.answered
+    assert unknown.answered and unknown.contexts == [] and "no knowledge recall" in unknown.errors[0]
+    assert sorted(unknown.judges) == ["correctness", "relevance"]  # judged on its answer alone
+    assert report.metrics["retrieval_n"] == 2 and not any(r.errors for r in report.records[3:])
+
+    with coze_server(project) as server:  # Coze's rate limit (HTTP 200, code 4013) and a gateway's 429
+        write_spec(project, "coze-bot", coze_agent(server, "max_concurrency = 1\n"))
+        server.inject(Fault("rate_limited"), Fault("429", 0.05), Fault("500"))
+        report = evaluate("coze-bot", root=project, use_cache=False)
+    assert report.complete and not any(r.errors for r in report.records)
+    assert report.accounting["agent"]["coze"]["retries"] == 3
+
+
+def test_a_coze_chat_still_running_at_the_timeout_is_cancelled(project, monkeypatch):
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project, steps=10**6) as server:  # a chat that never ends
+        write_spec(project, "coze-slow", coze_agent(server, "timeout_s = 0.3\n").replace("0.01", "0.05"))
+        report = evaluate("coze-slow", root=project, limit=1)
+    (record,) = report.records
+    assert record.errors == ["coze: the chat was still in_progress after 0.3 s (timeout_s)"]
+    assert [c.status for c in server.chats.values()] == ["canceled"], "the bot does not keep working on it"
+
+
+def test_a_wrong_coze_token_or_bot_stops_before_the_first_question(project, monkeypatch):
+    monkeypatch.setenv("COZE_TOKEN", "pat_not_the_right_token")
+    with coze_server(project) as server:
+        write_spec(project, "coze-bot", coze_agent(server))
+        with pytest.raises(RagtrackError, match=r"HTTP 401 4100.*is \$COZE_TOKEN a token of this Coze"):
+            evaluate("coze-bot", root=project)
+        monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+        write_spec(project, "coze-bot", coze_agent(server).replace(server.bot_id, "7" * 19))
+        with pytest.raises(RagtrackError, match=r"bot_id 7{19}: HTTP 200 4200: .* does not exist"):
+            evaluate("coze-bot", root=project)
+    assert [x.request.handler for x in server.exchanges] == ["bot_info", "bot_info"], "no question was asked"
+    assert not logged_runs(project)
+    write_spec(project, "coze-bot", coze_agent(server).replace(f'"{server.bot_id}"', '"my-bot"'))
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "coze-bot"])
+    assert result.exit_code == 2 and "coze-bot.toml:9" in result.output, result.output
+    assert "a Coze bot ID is a number" in result.output
+    # An unquoted ID is a TOML integer: taken as the same ID (Coze's IDs fit in 64 bits).
+    write_spec(project, "coze-bot", coze_agent(server).replace(f'"{server.bot_id}"', server.bot_id))
+    assert load_spec("coze-bot", project / "pipelines").spec.agent.bot_id == server.bot_id
 
 
 # ---------------------------------------------------------------------------------------- any endpoint

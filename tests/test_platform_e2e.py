@@ -43,14 +43,7 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         example = project / "pipelines" / "examples" / "dify-app.toml"
         example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
         script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-        # `ragtrack` is this checkout's CLI, however the package was installed; the shell is a fresh one.
-        bin_dir = tmp_path / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
-        (bin_dir / "ragtrack").chmod(0o755)
-        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-        env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(REPO))
-        done = subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True)
+        done = _run_walkthrough(script, project, tmp_path)
         out = done.stdout + done.stderr
         assert "error:" not in out and "Traceback" not in out, out
         assert "ok 8 items, 671 passages in 35 documents" in out and "v1 promoted" in out, out
@@ -95,3 +88,64 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         )
         assert answer["answer"] and answer["retrieved_ids"][0] in passage_of.values()
         assert len(server.replies("chat_messages")) == asked + 1
+
+
+@pytest.mark.slow
+def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
+    """The bot's slices carry no IDs: each maps by its text to passages of the document it came from,
+    and every item's retrieval metrics are the hand computation from those passages."""
+    from ragtrack.testing.coze_server import from_args as coze_from_args
+
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "pipelines", project / "pipelines")
+    shutil.copytree(REPO / "golden", project / "golden")
+    command = shlex.split(walkthrough("coze server").replace("\\\n", " "), comments=True)
+    assert command[:3] == ["python", "-m", "ragtrack.testing.coze_server"]
+    argv = command[3:]
+    argv[argv.index("--port") + 1] = "0"
+    with coze_from_args(argv) as server:
+        port = server.base_url.rsplit(":", 1)[1]
+        example = project / "pipelines" / "examples" / "coze-bot.toml"
+        text = example.read_text()
+        assert f'bot_id = "{server.bot_id}"' in text  # the example names the stand-in's bot
+        example.write_text(text.replace("127.0.0.1:8888", f"127.0.0.1:{port}"))
+        done = _run_walkthrough(walkthrough("coze"), project, tmp_path)
+        out = done.stdout + done.stderr
+        assert done.returncode == 0 and "Traceback" not in out, out
+        assert "coze-bot" in out.rsplit("versions", 1)[-1], out  # `ragtrack versions` lists it
+
+        store = open_store(load_config(project))
+        run = store.latest_eval("coze-bot")
+        records = store.records(run.run_id)
+        assert len(records) == 48 and not any(r.errors for r in records)
+        chats = {c.question: c for c in server.chats.values()}
+        for record in records:
+            hits = chats[record.question].hits
+            assert [c.text for c in record.contexts] == [s.text for s, _ in hits], record.id
+            for context, (segment, _) in zip(record.contexts, hits, strict=True):
+                assert context.passage_ids and context.mapping.startswith("text"), (record.id, context)
+                assert all(p.split("#")[0] == segment.document.name for p in context.passage_ids), (record.id, context)
+            units = [c.passage_ids for c in record.contexts]
+            assert record.retrieval == pytest.approx(by_hand(units, record.gt_context_ids)), record.id
+        assert run.metrics["unmapped_share"] == 0.0
+        assert mlflow.MlflowClient(store.tracking_uri).get_run(run.run_id).data.params["bot_name"] == "kb bot"
+
+        # The registered model of the bot answers through the bot.
+        monkeypatch.setenv("COZE_API_TOKEN", "pat-demo-token")
+        mlflow.set_tracking_uri(store.tracking_uri)
+        [answer] = mlflow.pyfunc.load_model(f"models:/rag-agent/{run.model_version}").predict(
+            ["Which widget of VAE Decode (Tiled) saves memory?"]
+        )
+        assert answer["answer"] and len(server.chats) == 49
+
+
+def _run_walkthrough(script: str, project: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """A README shell block in a fresh shell, `ragtrack` being this checkout's CLI however the package
+    was installed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
+    (bin_dir / "ragtrack").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(REPO))
+    return subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True)

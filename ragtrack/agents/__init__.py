@@ -1,6 +1,7 @@
-"""External agents behind the agent port: a Dify or RAGFlow app, any JSON endpoint, a Python callable.
+"""External agents behind the agent port: a Dify or RAGFlow app, a Coze bot, any JSON endpoint, a Python
+callable.
 
-One module per kind (:mod:`~ragtrack.agents.dify`, :mod:`~ragtrack.agents.ragflow`,
+One module per kind (:mod:`~ragtrack.agents.dify`, :mod:`~ragtrack.agents.ragflow`, :mod:`~ragtrack.agents.coze`,
 :mod:`~ragtrack.agents.http`, :mod:`~ragtrack.agents.python`), each registered
 by one line in :data:`ragtrack.agent.AGENT_KINDS`. What they share lives in
 :mod:`~ragtrack.agents.base` (spec, response cache, accounting),
