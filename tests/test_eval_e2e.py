@@ -159,7 +159,7 @@ def test_an_eval_run_names_the_commit_it_measured(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
 
-    from ragtrack.tracking.runs import source_tags
+    from ragtrack.tracking.source import source_tags
 
     assert source_tags(tmp_path) == {}  # not a checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]

@@ -562,3 +562,25 @@ def test_compare_says_when_no_item_of_a_type_was_judged_on_both_sides(store, tmp
     report = compare("v1", "v2", root=tmp_path, log=False)
     assert ("correctness", "B") not in {(r.metric, r.scope) for r in report.rows}
     assert "type B: no item judged on both sides for correctness (0 of 2)" in report.warnings
+
+
+def test_a_promotion_run_names_the_commit_that_decided(tmp_path):
+    """Which CI job moved the champion could not be told: decision runs carried no source tags."""
+    import shutil
+
+    from ragtrack.api import promote as promote_here
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "release"], check=True)
+    (tmp_path / ".gitignore").write_text("mlruns/\n.ragtrack/\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    store = open_store(load_config(tmp_path))
+    log_eval(store, "v1", BASE)
+    d = promote_here("v1", root=tmp_path)
+    tags = store.client.get_run(d.decision_run_id).data.tags
+    assert d.promoted and tags["mlflow.source.git.commit"] == head and tags["mlflow.source.git.branch"] == "release"
+    assert tags["ragtrack.git_dirty"] == "false"

@@ -22,6 +22,7 @@ from ragtrack.records import RunSummary
 from ragtrack.spec import BUILTIN_VERSIONS, load_spec, resolve_spec_path, version_order
 from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
+from ragtrack.tracking.source import source_tags
 from ragtrack.tracking.store import Store, Tag, open_store
 
 
@@ -177,7 +178,9 @@ def promote(
     rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
     spec = _known(store, config, version)
     model_version = _checked_out(store, version, spec, config, llm)
-    return promote_in_store(store, version, rule, dry_run=dry_run, model_version=model_version)
+    return promote_in_store(
+        store, version, rule, dry_run=dry_run, model_version=model_version, source=source_tags(config.root)
+    )
 
 
 #: ``compare champion vX``: the registry's champion, whatever its name.

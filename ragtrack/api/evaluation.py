@@ -33,6 +33,7 @@ from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
 from ragtrack.tracking.models import ModelRef, ensure_version_model, spec_change
+from ragtrack.tracking.source import source_tags
 from ragtrack.tracking.store import Store, local_database, open_store, resolve_tracking_uri
 
 
@@ -290,7 +291,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             checkpoint.remove()
             header, done, build_usage = {}, {}, {}
         params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
-        tags = {**runs.eval_tags(spec, golden, panel, agent, model, full, limits), **runs.source_tags(o.root)}
+        tags = {**runs.eval_tags(spec, golden, panel, agent, model, full, limits), **source_tags(o.root)}
         run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
         runs.log_golden_dataset(store, run_id, golden, stale)
         checkpoint.start({"run_id": run_id, "version": spec.name, "runtime": agent.identity.runtime})

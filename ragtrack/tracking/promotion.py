@@ -16,6 +16,7 @@ leaderboard) and the eval runs not yet compared with the champion it leaves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import asdict
 
@@ -24,10 +25,19 @@ from ragtrack.tracking import descriptions, standings
 from ragtrack.tracking.store import Store, Tag
 
 
-def promote(store: Store, version: str, rule: Rule, *, dry_run: bool, model_version: str | None = None) -> Decision:
+def promote(
+    store: Store,
+    version: str,
+    rule: Rule,
+    *,
+    dry_run: bool,
+    model_version: str | None = None,
+    source: Mapping[str, str] | None = None,
+) -> Decision:
     """Decide on ``version``'s latest eval (of ``model_version``: the spec as it is now, when known);
     on success (and not a dry run) move the alias. A dry run moves nothing, so it takes no lock: a CI
     gate does not wait behind a promotion (or a lock a crashed promoter left) to read the champion.
+    ``source``: tags naming the checkout that decided (:func:`ragtrack.tracking.runs.source_tags`).
 
     A ``--limit`` run is a check, not a verdict: the newest full eval is judged when there is one
     (with ``rule.allow_partial`` the newest of any)."""
@@ -45,11 +55,11 @@ def promote(store: Store, version: str, rule: Rule, *, dry_run: bool, model_vers
                 decision.reasons = ["the champion changed while deciding; run promote again"]
             else:
                 store.set_champion(decision.model_version)
-        _record(store, decision, rule)
+        _record(store, decision, rule, source or {})
     return decision
 
 
-def _record(store: Store, d: Decision, rule: Rule) -> None:
+def _record(store: Store, d: Decision, rule: Rule, source: Mapping[str, str]) -> None:
     """Log the decision as a run; a real one also tags and describes the model versions and the model."""
     outcome = d.outcome
     run_id = store.start_run(
@@ -65,7 +75,13 @@ def _record(store: Store, d: Decision, rule: Rule) -> None:
             "outcome": outcome,
             "summary": d.summary(),
         },
-        {Tag.KIND: "promotion", Tag.VERSION: d.version, Tag.OUTCOME: outcome, Tag.DRY_RUN: str(d.dry_run).lower()},
+        {
+            Tag.KIND: "promotion",
+            Tag.VERSION: d.version,
+            Tag.OUTCOME: outcome,
+            Tag.DRY_RUN: str(d.dry_run).lower(),
+            **source,
+        },
         experiment_id=store.decisions_experiment_id,
     )
     store.log_metrics(run_id, {k: float(v) for k, v in d.figures.items()})

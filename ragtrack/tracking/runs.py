@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import warnings
 from collections import Counter
 from dataclasses import replace
@@ -27,7 +26,7 @@ from mlflow.data.dataset_source import DatasetSource
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.entities import DatasetInput, InputTag, LoggedModelInput
-from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_GIT_BRANCH, MLFLOW_GIT_COMMIT
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
 from ragtrack.agent import Agent
 from ragtrack.corpus import Corpus
@@ -70,27 +69,6 @@ def eval_tags(
         **{Tag.warning(code): message for code, message in limits.items()},
         **({Tag.LIMITED: f"{len(golden)} of {len(full)}"} if cut else {}),
     }
-
-
-def source_tags(root: str | os.PathLike) -> dict[str, str]:
-    """The commit the project is at, as MLflow's own source tags (the UI shows them on the run), and
-    whether the checkout had uncommitted changes: a CI run links to the commit it measured. Nothing
-    outside a git checkout (or without git)."""
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if not commit:
-        return {}
-    tags = {MLFLOW_GIT_COMMIT: commit, Tag.GIT_DIRTY: str(bool(git("status", "--porcelain"))).lower()}
-    if (branch := git("rev-parse", "--abbrev-ref", "HEAD")) and branch != "HEAD":
-        tags[MLFLOW_GIT_BRANCH] = branch
-    return tags
 
 
 def eval_params(
