@@ -41,6 +41,22 @@ def language_of(text: str) -> str:
     return "zh" if is_chinese(text) else "en"
 
 
+# A Chinese sentence ending in none of these is closed before the next one (a colon leads into it).
+_ZH_ENDS = ("。", "！", "？", "；", "…", "”", "」", ".", "!", "?", "：", ":")
+
+
+def join_sentences(sentences: Iterable[str], language: str) -> str:
+    """Sentences as one text. Chinese ones end to end, a sentence without its full stop given one (a line
+    without it would run into the next: ``驱动macOS 会…``) and a line of no Chinese (a command, a
+    file name) a line of its own; other languages with a space between."""
+    if language != "zh":
+        return " ".join(sentences)
+    closed = []
+    for s in sentences:
+        closed.append(s if s.endswith(_ZH_ENDS) else s + ("。" if is_chinese(s) else "\n"))
+    return "".join(closed).rstrip("\n")
+
+
 def strip_markdown(line: str) -> str:
     return _MD_PREFIX.sub("", line).replace("**", "").strip()
 

@@ -170,3 +170,21 @@ def test_the_query_vector_cache_is_shared_by_its_readers_and_keeps_the_first_vec
     many = [f"t{i}" for i in range(1200)]  # more texts than one SELECT binds
     one.put(many, np.ones((1200, 3), dtype=np.float32))
     assert len(two.get(many)) == 1200
+
+
+def test_offline_answers_to_chinese_questions_read_as_chinese():
+    """Their sentences were joined with spaces (three command lines ran into one statement) and, when
+    nothing fitted, they said so in English."""
+    from ragtrack.pipeline.embedding import LexicalEmbedder
+    from ragtrack.pipeline.generate import NO_ANSWER, AnswerInput, AnswerStep
+    from ragtrack.text import join_sentences
+
+    step = AnswerStep("answer", embedder=LexicalEmbedder(), max_sentences=4)
+    context = "升级命令如下：\nqhtool discover\nqhtool verify fw.qfw\n升级完成后网关自动重启"
+    answer = step.offline(AnswerInput("怎样用 qhtool 升级网关固件？", (context,)))
+    assert answer == "升级命令如下：qhtool discover\nqhtool verify fw.qfw\n升级完成后网关自动重启。"
+    assert step.offline(AnswerInput("网关支持哪些协议？", ())) == NO_ANSWER["zh"] == "检索到的内容回答不了这个问题。"
+    assert step.offline(AnswerInput("Which protocols?", ())) == NO_ANSWER["en"]
+    assert join_sentences(["The gateway restarts.", "It keeps its settings."], "en") == (
+        "The gateway restarts. It keeps its settings."
+    )

@@ -15,7 +15,7 @@ from ragtrack.authoring import labelled_passages
 from ragtrack.corpus import Passage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.jsonparse import extract_json
-from ragtrack.text import chat_messages, overlap_units
+from ragtrack.text import chat_messages, join_sentences, overlap_units
 
 ANSWER_SCHEMA = {
     "type": "object",
@@ -23,7 +23,6 @@ ANSWER_SCHEMA = {
     "required": ["answer"],
 }
 SENTENCES_PER_PASSAGE = 2
-_ZH_ENDS = ("。", "！", "？", "；", "…", "”", "」", ".", "!", "?")
 
 
 @dataclass(frozen=True)
@@ -45,9 +44,8 @@ def parse_answer(text: str) -> str:
 def extractive_answer(question: str, passages: tuple[Passage, ...], language: str) -> str:
     """Per passage, its sentences sharing most with the question (at least one, at most two), in order.
 
-    Sentences are :meth:`Passage.statements` (no table rows or heading line while there is prose);
-    Chinese sentences are joined with their full stop (a line without one would run into the next:
-    ``驱动macOS 会…``)."""
+    Sentences are :meth:`Passage.statements` (no table rows or heading line while there is prose),
+    joined as :func:`~ragtrack.text.join_sentences` joins them."""
     wanted = overlap_units(question)
     picked = []
     for p in passages:
@@ -56,9 +54,7 @@ def extractive_answer(question: str, passages: tuple[Passage, ...], language: st
         ranked = sorted(range(len(sentences)), key=lambda n: (-shared[n], n))
         best = ranked[:1] + [n for n in ranked[1:SENTENCES_PER_PASSAGE] if shared[n]]
         picked += [sentences[n] for n in sorted(best)]
-    if language == "zh":
-        return "".join(s if s.endswith(_ZH_ENDS) else s + "。" for s in picked)
-    return " ".join(picked)
+    return join_sentences(picked, language)
 
 
 @dataclass

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ragtrack.llm.client import LLM
     from ragtrack.pipeline.chunking import Chunk
     from ragtrack.pipeline.spec import VersionSpec
-from ragtrack.text import chat_messages, format_contexts, split_sentences
+from ragtrack.text import chat_messages, format_contexts, join_sentences, language_of, split_sentences
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ def closest_sentences(
     return picked
 
 
+#: The offline answer when no retrieved sentence fits, in the question's language.
+NO_ANSWER = {"en": "The retrieved contexts do not answer this.", "zh": "检索到的内容回答不了这个问题。"}
+
+
 @dataclass
 class AnswerStep(Step[AnswerInput, str]):
     """Write the final answer from the retrieved contexts (and an outline, when given)."""
@@ -79,7 +83,8 @@ class AnswerStep(Step[AnswerInput, str]):
     def offline(self, inp: AnswerInput) -> str:
         if not inp.outline:
             picked = closest_sentences(self.embedder, inp.question, inp.contexts, self.max_sentences)
-            return " ".join(s for _, _, s in sorted(picked)) or "The retrieved contexts do not answer this."
+            language = language_of(inp.question)
+            return join_sentences((s for _, _, s in sorted(picked)), language) or NO_ANSWER[language]
         # Outline-led: one paragraph per outline point, in the outline's order, each the
         # sentence closest to that point and the question, never reusing a sentence.
         queries = [f"{inp.question} {point}" for point in inp.outline[: self.max_sentences]]
@@ -91,7 +96,7 @@ class AnswerStep(Step[AnswerInput, str]):
             if best:
                 used.add(best[0][2])
                 paragraphs.append(best[0][2])
-        return "\n\n".join(paragraphs) or "The retrieved contexts do not answer this."
+        return "\n\n".join(paragraphs) or NO_ANSWER[language_of(inp.question)]
 
 
 @dataclass(frozen=True)
