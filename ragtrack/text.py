@@ -41,20 +41,23 @@ def language_of(text: str) -> str:
     return "zh" if is_chinese(text) else "en"
 
 
-# A Chinese sentence ending in none of these is closed before the next one (a colon leads into it).
-_ZH_ENDS = ("。", "！", "？", "；", "…", "”", "」", ".", "!", "?", "：", ":")
+# A sentence ending in none of these is closed before the next one (a colon leads into it).
+_ENDS = ("。", "！", "？", "；", "…", "”", "」", ".", "!", "?", ":", "：", '"', ")")
 
 
 def join_sentences(sentences: Iterable[str], language: str) -> str:
-    """Sentences as one text. Chinese ones end to end, a sentence without its full stop given one (a line
-    without it would run into the next: ``驱动macOS 会…``) and a line of no Chinese (a command, a
-    file name) a line of its own; other languages with a space between."""
-    if language != "zh":
-        return " ".join(sentences)
+    """Sentences as one text, each still a statement of its own. A line without a closing mark (a list
+    item, a table cell, a command) would run into the next (``驱动macOS 会…``, ``steps: 4 The
+    default…``): a Chinese one is given its full stop, any other a line of its own. Chinese sentences
+    are joined end to end, others with a space between."""
+    zh = language == "zh"
     closed = []
     for s in sentences:
-        closed.append(s if s.endswith(_ZH_ENDS) else s + ("。" if is_chinese(s) else "\n"))
-    return "".join(closed).rstrip("\n")
+        if s.endswith(_ENDS):
+            closed.append(s if zh else s + " ")
+        else:
+            closed.append(s + ("。" if zh and is_chinese(s) else "\n"))
+    return "".join(closed).rstrip()
 
 
 def strip_markdown(line: str) -> str:

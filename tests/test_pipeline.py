@@ -188,3 +188,18 @@ def test_offline_answers_to_chinese_questions_read_as_chinese():
     assert join_sentences(["The gateway restarts.", "It keeps its settings."], "en") == (
         "The gateway restarts. It keeps its settings."
     )
+
+
+def test_offline_answers_take_a_qa_pairs_answer_never_its_question():
+    """v2's units read "Q: … A: …": its answers were mostly its own generated questions (the sentences
+    closest to the user's question), and a list item ran into the next sentence."""
+    from ragtrack.pipeline.embedding import LexicalEmbedder
+    from ragtrack.pipeline.generate import AnswerInput, AnswerStep, answer_sentences
+    from ragtrack.pipeline.qa_pairs import qa_text
+
+    pair = qa_text("What should I know about steps?", "Suggested settings: `steps`: 4\nThe default of 20 is enough.")
+    assert answer_sentences(pair) == ["Suggested settings: `steps`: 4", "The default of 20 is enough."]
+    assert answer_sentences("Q: not a pair's layout") == ["Q: not a pair's layout"]  # other text as it is
+    step = AnswerStep("answer", embedder=LexicalEmbedder(), max_sentences=4)
+    answer = step.offline(AnswerInput("What should I know about steps?", (pair,)))
+    assert answer == "Suggested settings: `steps`: 4\nThe default of 20 is enough."

@@ -22,6 +22,7 @@ from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
 from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
+from ragtrack.pipeline.generate import answer_sentences
 from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
 from ragtrack.pipeline.qa_pairs import OFFLINE_PAIRS
@@ -33,7 +34,7 @@ from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MO
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
 from ragtrack.registry import load_object
 from ragtrack.spec import LoadedSpec
-from ragtrack.text import document_frequencies, keywords, split_sentences
+from ragtrack.text import document_frequencies, keywords
 
 log = logging.getLogger(__name__)
 
@@ -362,6 +363,6 @@ def _query_time_texts(units: Units):
     """Sentences of the units a generator may be handed (parents, else chunks), then their topics."""
     handed = list(units.parents.values()) or units.chunks
     for unit in handed:
-        yield from split_sentences(unit.text)
+        yield from answer_sentences(unit.text)
     for unit in handed:
         yield from unit.metadata.get("topics", ())

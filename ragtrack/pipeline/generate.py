@@ -18,6 +18,7 @@ import numpy as np
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.pipeline.embedding import Embedder
+from ragtrack.pipeline.qa_pairs import answer_part
 
 if TYPE_CHECKING:
     from ragtrack.llm.client import LLM
@@ -33,12 +34,18 @@ class AnswerInput:
     outline: tuple[str, ...] = ()
 
 
+def answer_sentences(context: str) -> list[str]:
+    """The sentences an offline answer may take from a context: of a Q&A pair (v2), its answer's only —
+    an answer made of the pair's own question answers nothing."""
+    return split_sentences(answer_part(context))
+
+
 def closest_sentences(
     embedder: Embedder, query: str, contexts: tuple[str, ...], k: int, exclude: set[str] = frozenset()
 ) -> list[tuple[int, int, str]]:
     """Up to ``k`` (context index, position, sentence) closest to ``query`` by cosine."""
     candidates = [
-        (ci, si, s) for ci, ctx in enumerate(contexts) for si, s in enumerate(split_sentences(ctx)) if s not in exclude
+        (ci, si, s) for ci, ctx in enumerate(contexts) for si, s in enumerate(answer_sentences(ctx)) if s not in exclude
     ]
     if not candidates:
         return []

@@ -7,6 +7,7 @@ the passage it came from as provenance, so it is scored on canonical IDs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,20 @@ from ragtrack.text import chat_messages
 #: (2: Chinese questions, joined without spaces, for Chinese text; 3: no table rows or heading line
 #: while a section has prose).
 OFFLINE_PAIRS = 3
+
+_PAIR = re.compile(r"Q: [^\n]*\nA: (?P<answer>.*)", re.DOTALL)
+
+
+def qa_text(question: str, answer: str) -> str:
+    """A pair as its unit's text: what is indexed, and what a generator is handed."""
+    return f"Q: {question}\nA: {answer}"
+
+
+def answer_part(text: str) -> str:
+    """The answer of a pair's text (:func:`qa_text`); any other text as it is."""
+    pair = _PAIR.fullmatch(text)
+    return pair.group("answer") if pair else text
+
 
 QA_SCHEMA = {
     "type": "object",
@@ -105,7 +120,7 @@ def qa_units(ctx: UnitContext, params: QAPairsChunking) -> Units:
             chunks.append(
                 Chunk(
                     id=f"{passage.id}::qa{n}",
-                    text=f"Q: {question}\nA: {answer}",
+                    text=qa_text(question, answer),
                     doc_id=passage.doc_id,
                     passage_ids=(passage.id,),
                     metadata={"question": question},
