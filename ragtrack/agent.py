@@ -167,6 +167,11 @@ class Agent(Protocol):
 
     def answer(self, question: str) -> AgentOutput: ...
 
+    def abandon(self) -> None:
+        """The eval stopped (interrupted, or the endpoint kept failing): end work in flight instead of
+        waiting for it (a platform's running chats are cancelled). Answers still asked may fail."""
+        ...
+
     def describe(self) -> dict[str, str]:
         """What actually runs, beyond the spec (models used, index size, endpoint): logged as params."""
         ...
@@ -238,6 +243,9 @@ class BaseAgent:
 
     def answer(self, question: str) -> AgentOutput:
         raise NotImplementedError
+
+    def abandon(self) -> None:
+        pass  # nothing runs between answers
 
     def describe(self) -> dict[str, str]:
         return {}

@@ -20,7 +20,9 @@ from pydantic import AfterValidator
 from ragtrack.errors import RagtrackError
 
 _SECRET_NAME = re.compile(r"API_KEY|APIKEY|_TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-_KEY_SHAPE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}")
+# Keys by their shape: OpenAI-style ``sk-…``, and Coze's personal and service access tokens ``pat_…``,
+# ``sat_…`` (which, unlike most keys, could pass for the name of an environment variable).
+_KEY_SHAPE = re.compile(r"\b(?:(?:sk|pk|key)-[A-Za-z0-9_\-*]{8,}|(?:pat|sat)_[A-Za-z0-9]{16,})")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Query parameters that carry a credential (Azure's ``api-key``, ``access_token``, signed URLs' ``sig``).
 _SECRET_PARAM = re.compile(r"key|token|secret|password|passwd|sig|auth", re.IGNORECASE)
@@ -32,7 +34,8 @@ _declared: set[str] = set()  # variable names a config or spec declared as holdi
 def env_name(name: str) -> str:
     """``name`` if it can name an environment variable; else ValueError (whose message never
     holds ``name``)."""
-    if not _ENV_NAME.fullmatch(name):  # never echoed: it is often the key itself, pasted in the wrong place
+    # Never echoed: it is often the key itself, pasted in the wrong place.
+    if not _ENV_NAME.fullmatch(name) or _KEY_SHAPE.fullmatch(name):
         raise ValueError("must name an environment variable (such as DIFY_APP_KEY) that holds the key, not the key")
     return name
 

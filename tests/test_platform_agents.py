@@ -12,13 +12,14 @@ import hashlib
 import logging
 import math
 import re
+import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from ragtrack.agents.endpoint import Endpoint, EndpointError
-from ragtrack.api import evaluate
+from ragtrack.api import Progress, evaluate
 from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.errors import InputError, RagtrackError
@@ -447,7 +448,6 @@ def test_replies_are_cached_by_agent_and_question_and_no_cache_asks_again(projec
 def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(project, keys, monkeypatch):
     """On one Dify the key is the app: "current" and "next" apps share base_url and spec. The next
     app's eval answered every question from the current app's cache (0 calls), and would resume its run."""
-    from ragtrack.api import Progress
 
     warnings: list[str] = []
 
@@ -472,7 +472,6 @@ def test_another_app_key_behind_the_same_spec_asks_again_and_does_not_resume(pro
 
 
 def test_an_interrupted_eval_resumes_without_asking_the_app_again(project, keys):
-    from ragtrack.api import Progress
 
     with dify_server(project) as server:
         write_spec(project, "dify-app", DIFY_AGENT.format(url=server.base_url, n=1))
@@ -686,6 +685,24 @@ def test_coze_chats_that_fail_stop_for_input_or_recall_nothing_are_item_errors(p
     assert report.accounting["agent"]["coze"]["retries"] == 3
 
 
+def test_two_bots_that_return_different_numbers_of_slices_are_compared_with_that_said(project, monkeypatch):
+    """Both logged their rank cut-off as "contexts", so nDCG cut at 2 against up to 4 went unremarked."""
+    from ragtrack.api import compare
+
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project, top_n=2) as two, coze_server(project, top_n=4) as four:
+        write_spec(project, "coze-2", coze_agent(two))
+        write_spec(project, "coze-4", coze_agent(four))
+        evaluate("coze-2", root=project)
+        evaluate("coze-4", root=project)  # the tiny KB gives 2 to 4 slices a question
+        report = compare("coze-2", "coze-4", root=project, log=False)
+        write_spec(project, "coze-4b", coze_agent(four).replace("0.01", "0.02"))  # another spec, same bot
+        evaluate("coze-4b", root=project)
+        same = compare("coze-4", "coze-4b", root=project, log=False)
+    assert "nDCG and all_hops_at_k are cut at each version's own k (2 vs 2–4)" in report.warnings[0]
+    assert not any("nDCG" in w for w in same.warnings)
+
+
 def test_a_coze_chat_still_running_at_the_timeout_is_cancelled(project, monkeypatch):
     monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
     with coze_server(project, steps=10**6) as server:  # a chat that never ends
@@ -694,6 +711,27 @@ def test_a_coze_chat_still_running_at_the_timeout_is_cancelled(project, monkeypa
     (record,) = report.records
     assert record.errors == ["coze: the chat was still in_progress after 0.3 s (timeout_s)"]
     assert [c.status for c in server.chats.values()] == ["canceled"], "the bot does not keep working on it"
+
+
+def test_an_interrupted_eval_cancels_the_coze_chats_it_leaves_running(project, monkeypatch):
+    """Ctrl-C left chats running on Coze (the bot kept spending tokens) and a worker polling them until
+    timeout_s; so did a chat that stopped for input (requires_action)."""
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project) as server:
+        write_spec(project, "coze-bot", coze_agent(server, "max_concurrency = 2\nmin_concurrency = 2\n"))
+        server.inject(Fault("running"))  # the first question's chat never ends; the second's does
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            evaluate("coze-bot", root=project, use_cache=False, progress=Progress(on_item=crash_after(1)))
+        while time.monotonic() - started < 10 and "canceled" not in [c.status for c in server.chats.values()]:
+            time.sleep(0.05)
+        assert [c.status for c in server.chats.values()][0] == "canceled"
+        assert time.monotonic() - started < 10, "not waited for until timeout_s (120 s)"
+
+        server.inject(Fault("requires_action"))
+        report = evaluate("coze-bot", root=project, use_cache=False, limit=1)
+    assert "requires_action" in report.records[0].errors[0]
+    assert list(server.chats.values())[-1].status == "canceled"
 
 
 def test_a_wrong_coze_token_or_bot_stops_before_the_first_question(project, monkeypatch):
@@ -712,9 +750,40 @@ def test_a_wrong_coze_token_or_bot_stops_before_the_first_question(project, monk
     result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "coze-bot"])
     assert result.exit_code == 2 and "coze-bot.toml:9" in result.output, result.output
     assert "a Coze bot ID is a number" in result.output
-    # An unquoted ID is a TOML integer: taken as the same ID (Coze's IDs fit in 64 bits).
-    write_spec(project, "coze-bot", coze_agent(server).replace(f'"{server.bot_id}"', server.bot_id))
-    assert load_spec("coze-bot", project / "pipelines").spec.agent.bot_id == server.bot_id
+    for value in ("1.5", "true"):  # said the same way (not "write it as "1.5"", refused next)
+        write_spec(project, "coze-bot", coze_agent(server).replace(f'"{server.bot_id}"', value))
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "coze-bot"])
+        assert result.exit_code == 2 and "a Coze bot ID is a number" in result.output, result.output
+    # An unquoted ID is a TOML integer, full-width digits are what a Chinese IME types: the same ID.
+    full_width = "".join(chr(ord(d) + 0xFEE0) for d in server.bot_id)
+    for written in (server.bot_id, f'"{full_width}"'):
+        write_spec(project, "coze-bot", coze_agent(server).replace(f'"{server.bot_id}"', written))
+        assert load_spec("coze-bot", project / "pipelines").spec.agent.bot_id == server.bot_id
+
+    # A token pasted where its variable's name belongs: refused, and never echoed.
+    token = "pat_" + "Ab3" * 20
+    write_spec(project, "coze-bot", coze_agent(server).replace('"COZE_TOKEN"', f'"{token}"'))
+    result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "coze-bot"])
+    assert result.exit_code == 2 and "agent.api_key_env: must name an environment variable" in result.output
+    assert token not in result.output and token[:12] not in result.output
+
+
+def test_a_coze_base_url_without_the_bot_routes_is_said_and_an_older_coze_is_asked_the_old_way(project, monkeypatch):
+    monkeypatch.setenv("COZE_TOKEN", COZE_TOKEN)
+    with coze_server(project) as server:
+        write_spec(project, "coze-bot", coze_agent(server).replace(server.base_url, server.base_url + "/api"))
+        with pytest.raises(RagtrackError, match=r"neither /v1/bots/\d+ nor /v1/bot/get_online_info .* base_url"):
+            evaluate("coze-bot", root=project)
+
+    class OlderCoze(CozeServer):  # no /v1/bots/{bot_id}: only the older route describes the bot
+        def bot_info(self, request, bot):
+            return self.not_found(request)
+
+    with OlderCoze(project / "golden" / "kb", token=COZE_TOKEN, max_chars=200) as server:
+        write_spec(project, "coze-old", coze_agent(server))
+        report = evaluate("coze-old", root=project, limit=1)
+    assert report.complete and report.params["bot_name"] == server.bot_name
+    assert [x.request.handler for x in server.exchanges][:2] == ["bot_info", "bot_online_info"]
 
 
 # ---------------------------------------------------------------------------------------- any endpoint

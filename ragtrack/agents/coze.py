@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 import time
+import unicodedata
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
@@ -69,10 +71,12 @@ class CozeTable(PlatformTable):
 
     @field_validator("bot_id", mode="before")
     @classmethod
-    def _numeric(cls, value: Any) -> Any:
+    def _numeric(cls, value: Any) -> str:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # TOML reads an unquoted ID as a number
-        if isinstance(value, str) and not value.isdigit():
+        if isinstance(value, str):
+            value = unicodedata.normalize("NFKC", value).strip()  # full-width digits, as a Chinese IME types them
+        if not (isinstance(value, str) and value.isascii() and value.isdigit()):
             raise ValueError(f"a Coze bot ID is a number (the one in the bot's URL, …/bot/<bot_id>), got {value!r}")
         return value
 
@@ -104,32 +108,46 @@ class CozeAgent(PlatformAgent):
 
     def __init__(self, spec: LoadedSpec, ctx: AgentContext):
         super().__init__(spec, ctx)
+        self._abandoned = threading.Event()
         self.bot = self._bot_info()
 
     def _bot_info(self) -> dict[str, str]:
-        """The bot's name from ``GET /v1/bots/{bot_id}``, to log which bot ran, and a check before the
-        first question: a refused token or an unknown bot would fail every question and leave a logged
-        empty run. A token without the permission to read bots only skips the check."""
+        """The bot's name, to log which bot ran, and a check before the first question: a refused token or
+        an unknown bot would fail every question and leave a logged empty run. Asked at ``GET
+        /v1/bots/{bot_id}``, else (a Coze without that route) the older ``GET /v1/bot/get_online_info``;
+        a token without the permission to read bots only skips the check."""
         t: CozeTable = self.table
-        try:
-            info = self.endpoint.request("GET", f"/v1/bots/{t.bot_id}", usage=Usage(), step="coze")
-        except EndpointError as e:
-            if e.code == AUTH_FAILED[0] or e.status == 401:
-                raise RagtrackError(f"Coze at {t.base_url}: {e} (is ${t.api_key_env} a token of this Coze?)") from None
-            if e.code == AUTH_FAILED[1] or e.status == 403:
-                return {}  # a token for chats only
-            if e.status or e.code:
-                raise RagtrackError(f"Coze at {t.base_url}: bot_id {t.bot_id}: {e}") from None
-            self.unanswered_check("Coze", e)
-            return {}
-        data = info.get("data") if isinstance(info, dict) else None
-        name = first(data, "name", "bot_name")
-        return {"bot_name": name} if isinstance(name, str) and name else {}
+        for path, params in (
+            (f"/v1/bots/{t.bot_id}", None),
+            ("/v1/bot/get_online_info", {"bot_id": t.bot_id}),
+        ):
+            try:
+                info = self.endpoint.request("GET", path, params=params, usage=Usage(), step="coze")
+            except EndpointError as e:
+                if e.code == AUTH_FAILED[0] or e.status == 401:
+                    raise RagtrackError(
+                        f"Coze at {t.base_url}: {e} (is ${t.api_key_env} a token of this Coze?)"
+                    ) from None
+                if e.code == AUTH_FAILED[1] or e.status == 403:
+                    return {}  # a token for chats only
+                if e.status == 404 and e.code in ("", "404"):
+                    continue  # no such route here (a Coze code would say what is missing)
+                if e.status or e.code:
+                    raise RagtrackError(f"Coze at {t.base_url}: bot_id {t.bot_id}: {e}") from None
+                self.unanswered_check("Coze", e)
+                return {}
+            data = info.get("data") if isinstance(info, dict) else None
+            name = first(data, "name", "bot_name")
+            return {"bot_name": name} if isinstance(name, str) and name else {}
+        raise RagtrackError(
+            f"Coze at {t.base_url}: neither /v1/bots/{t.bot_id} nor /v1/bot/get_online_info is there (HTTP 404): "
+            "is base_url Coze's API address (https://api.coze.cn, https://api.coze.com, or your Coze Studio's)?"
+        )
 
     def call(self, question: str, usage: Usage) -> Reply:
-        """One chat, start to end. Its requests are counted as one call, whose latency is the whole chat's."""
+        """One chat, start to end: counted as one call, whose latency runs from the answered ``POST
+        /v3/chat`` (less its own time, not the waits of its retries) to the message list."""
         t: CozeTable = self.table
-        started = time.monotonic()
         requests = Usage()
         body: dict[str, Any] = {
             "bot_id": t.bot_id,
@@ -141,14 +159,19 @@ class CozeAgent(PlatformAgent):
         if t.custom_variables:
             body["custom_variables"] = t.custom_variables
         chat = _data(self.endpoint.request("POST", "/v3/chat", json_body=body, usage=requests, step="coze"), dict)
+        started = time.monotonic() - requests.latencies[-1]
         ids = {"conversation_id": str(chat.get("conversation_id")), "chat_id": str(chat.get("id"))}
         while chat.get("status") in RUNNING:
             if time.monotonic() - started > self.timeout_s:
                 self._cancel(ids)
                 raise AgentCallError(f"the chat was still {chat.get('status')} after {self.timeout_s:g} s (timeout_s)")
-            time.sleep(t.poll_interval_s)
+            if self._abandoned.wait(t.poll_interval_s):
+                self._cancel(ids)
+                raise AgentCallError("the eval stopped; the chat was cancelled")
             reply = self.endpoint.request("GET", "/v3/chat/retrieve", params=ids, usage=requests, step="coze")
             chat = _data(reply, dict)
+        if chat.get("status") == "requires_action":
+            self._cancel(ids)  # it would wait for the output forever
         if chat.get("status") != "completed":
             raise AgentCallError(_unfinished(chat))
         listed = self.endpoint.request("GET", "/v3/chat/message/list", params=ids, usage=requests, step="coze")
@@ -156,6 +179,10 @@ class CozeAgent(PlatformAgent):
         usage.retries += requests.retries
         usage.latencies.append(time.monotonic() - started)
         return read_chat(chat, _data(listed, list))
+
+    def abandon(self) -> None:
+        """The eval stopped: chats still running are cancelled instead of waited for."""
+        self._abandoned.set()
 
     def _cancel(self, ids: dict[str, str]) -> None:
         """Stop a chat given up on, so the bot does not keep working on it (best effort)."""

@@ -15,6 +15,7 @@ from ragtrack.evaluation.compare import (
     comparability_problems,
     compare_records,
     cutoff_note,
+    rank_depth,
 )
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import Decision, Rule
@@ -127,12 +128,12 @@ def compare(
             f"{int(latest.metrics.get('items', 0))} items): compared on the latest set both have ({b.golden_digest}, "
             f"{int(b.metrics.get('items', 0))} items)",
         )
-    if note := cutoff_note(a, b):
+    records_a, records_b = store.records(a.run_id), store.records(b.run_id)
+    if note := cutoff_note(rank_depth(a, records_a), rank_depth(b, records_b)):
         warnings.append(note)
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
-    records_b = store.records(b.run_id)
-    rows, changes = compare_records(store.records(a.run_id), records_b)
+    rows, changes = compare_records(records_a, records_b)
     if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
     shown = {(r.metric, r.scope) for r in rows}

@@ -39,12 +39,24 @@ def inputs_text(a: RunSummary, b: RunSummary) -> str:
     )
 
 
-def cutoff_note(a: RunSummary, b: RunSummary) -> str | None:
-    """Versions that return different numbers of contexts have their rank metrics cut at different k: a
-    caution for reading the comparison, not a reason to refuse it (promotion does not read them)."""
-    if a.rank_cutoff and b.rank_cutoff and a.rank_cutoff != b.rank_cutoff:
+def rank_depth(run: RunSummary, records: list[ItemRecord]) -> str:
+    """The k a run's rank metrics were cut at: its agent's top_k, or — for an agent that returns what it
+    returns (``contexts``, a platform's app) — the numbers of contexts its answers had (``4``, ``3–6``)."""
+    if run.rank_cutoff != "contexts":
+        return run.rank_cutoff
+    counts = sorted({len(r.contexts) for r in records if r.retrieval})
+    if not counts:
+        return run.rank_cutoff
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+
+
+def cutoff_note(a_depth: str, b_depth: str) -> str | None:
+    """Versions that return different numbers of contexts (:func:`rank_depth`) have their rank metrics cut
+    at different k: a caution for reading the comparison, not a reason to refuse it (promotion does not
+    read them)."""
+    if a_depth and b_depth and a_depth != b_depth:
         return (
-            f"nDCG and all_hops_at_k are cut at each version's own k ({a.rank_cutoff} vs {b.rank_cutoff}): "
+            f"nDCG and all_hops_at_k are cut at each version's own k ({a_depth} vs {b_depth}): "
             "their difference mixes ranking quality with the number of contexts returned"
         )
     return None

@@ -254,6 +254,8 @@ def _pipeline(
     finally:
         # Interrupted or stopped: queued work is dropped and nobody waits for calls in flight, so
         # the process can stop in seconds; finished items are in the checkpoint.
+        if interrupted or stopped is not None:
+            agent.abandon()
         for pool in (answerers, judges):
             pool.shutdown(wait=not interrupted and stopped is None, cancel_futures=True)
     return stopped

@@ -327,6 +327,9 @@ class PipelineAgent:
     def substituted(self) -> bool:
         return self.embedding_model.substituted or bool(self.rerank_model and self.rerank_model.substituted)
 
+    def abandon(self) -> None:
+        pass  # its work is local and short: an answer in flight ends on its own
+
     def describe(self) -> dict[str, str]:
         """What actually runs, beyond the spec: models used, offline steps, index size."""
         s = self.spec

@@ -11,14 +11,16 @@ reference: ``POST /v3/chat`` answers at once with the chat ``in_progress``;
 "data": "<JSON text: {chunks: [...]}>"}``, as coze.cn sends it; type
 ``knowledge`` with ``--studio``, as Coze Studio lists it), the ``answer``, the
 ``generate_answer_finish`` verbose message and a ``follow_up`` suggestion.
-``GET /v1/bots/{bot_id}`` describes the bot; ``POST /v3/chat/cancel`` cancels
+``GET /v1/bots/{bot_id}`` (and the older ``GET /v1/bot/get_online_info``)
+describes the bot; ``POST /v3/chat/cancel`` cancels
 a chat. Errors come as Coze's ``{code, msg, detail: {logid}}``; a wrong token
 is HTTP 401 with code 4100.
 
 Faults for tests (``inject``, or ``--fault``), met by the next ``POST /v3/chat``:
 ``429``, ``500``, ``slow``, ``drop``, ``failed`` (the chat fails: ``last_error``), ``no_recall`` (no
 knowledge recall among the messages), ``requires_action`` (the bot waits for
-a client-side plugin's output) and ``rate_limited`` (HTTP 200, code 4013).
+a client-side plugin's output), ``rate_limited`` (HTTP 200, code 4013) and
+``running`` (the chat never ends).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
 from ragtrack.testing.server import FAULTS, LoopbackServer, Request, Response, add_fault_option, bearer
 
-KINDS = (*FAULTS, "failed", "no_recall", "requires_action", "rate_limited")
+KINDS = (*FAULTS, "failed", "no_recall", "requires_action", "rate_limited", "running")
 
 
 def numeric_id(*parts: str) -> str:
@@ -62,6 +64,7 @@ class CozeServer(LoopbackServer):
         ("GET", r"/v3/chat/message/list", "list_messages"),
         ("POST", r"/v3/chat/cancel", "cancel_chat"),
         ("GET", r"/v1/bots/(?P<bot>[^/]+)", "bot_info"),
+        ("GET", r"/v1/bot/get_online_info", "bot_online_info"),
     ]
 
     def __init__(
@@ -92,6 +95,9 @@ class CozeServer(LoopbackServer):
             return Response(status, {"code": status, "msg": message})
         number = int(code) if str(code).isdigit() else 4000
         return Response(status, {"code": number, "msg": message, "detail": {"logid": "20261202000000LOOPBACK"}})
+
+    def not_found(self, request: Request) -> Response:
+        return Response(404, {"code": 404, "msg": f"Not Found: {request.path}"})  # the gateway's, no Coze code
 
     def ok(self, data: Any) -> Response:
         return Response(200, {"code": 0, "msg": "", "data": data, "detail": {"logid": "20261202000000LOOPBACK"}})
@@ -195,7 +201,7 @@ class CozeServer(LoopbackServer):
         chat = self._chat(request)
         if isinstance(chat, Response):
             return chat
-        if chat.status == "in_progress":
+        if chat.status == "in_progress" and chat.fault != "running":
             chat.steps_left -= 1
             if chat.steps_left <= 0:
                 ends = {"failed": "failed", "requires_action": "requires_action"}
@@ -237,14 +243,27 @@ class CozeServer(LoopbackServer):
             {"id": self.bot_id, "name": self.bot_name, "description": "loopback bot", "knowledge": knowledge}
         )
 
+    def bot_online_info(self, request: Request) -> Response:
+        """The older route to a bot's description (``?bot_id=``)."""
+        if denied := self._auth(request):
+            return denied
+        bot = request.query.get("bot_id", "")
+        if bot != self.bot_id:
+            return self.error(200, "4200", f"Requested resource bot_id={bot} does not exist")
+        return self.ok({"bot_id": self.bot_id, "name": self.bot_name, "description": "loopback bot", "version": "1"})
+
 
 def from_args(argv: list[str] | None = None) -> CozeServer:
     """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking Coze's chat API v3 over a folder.")
-    parser.add_argument("--port", type=int, default=8888)
+    parser.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--kb", required=True, help="folder of .md/.txt documents: the bot's knowledge base")
     parser.add_argument("--token", default="pat_loopback", help="the access token (Bearer)")
-    parser.add_argument("--bot-name", default="", help="the bot's name (default: the folder's)")
+    parser.add_argument(
+        "--bot-name",
+        default="",
+        help="the bot's name (default: '<folder> bot'); the bot ID is derived from it, and printed at start",
+    )
     parser.add_argument("--top-n", type=int, default=4, help="slices the bot recalls per question")
     parser.add_argument("--max-chars", type=int, default=200, help="the most characters in one slice")
     parser.add_argument("--steps", type=int, default=1, help="status requests before a chat is completed")

@@ -40,7 +40,10 @@ def add_fault_option(parser: argparse.ArgumentParser, kinds: tuple[str, ...]) ->
         default=[],
         type=lambda text: _fault(text, kinds),
         metavar="KIND[:SECONDS]",
-        help=f"one of {', '.join(kinds)}; SECONDS: Retry-After of a 429, the delay of slow (repeatable)",
+        help=(
+            f"one of {', '.join(kinds)}; SECONDS: Retry-After of a 429, the delay of slow (repeatable: the next "
+            "requests meet them in order, one each)"
+        ),
     )
 
 
