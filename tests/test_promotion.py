@@ -10,6 +10,7 @@ be checked by hand.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -584,3 +585,28 @@ def test_a_promotion_run_names_the_commit_that_decided(tmp_path):
     tags = store.client.get_run(d.decision_run_id).data.tags
     assert d.promoted and tags["mlflow.source.git.commit"] == head and tags["mlflow.source.git.branch"] == "release"
     assert tags["ragtrack.git_dirty"] == "false"
+
+
+def test_a_lock_left_by_a_process_killed_on_this_machine_is_broken_at_once(tmp_path):
+    """A SIGKILLed promote (a CI job cancelled) left its lock: every promote for the next 10 minutes
+    waited 120 s in silence and failed, naming a process that no longer existed."""
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys, time\n"
+        "from ragtrack.config import load_config\n"
+        "from ragtrack.tracking.store import open_store\n"
+        "with open_store(load_config(sys.argv[1])).registry_lock('promotion'):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the project's own store
+    holder = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # SIGKILL: no finally runs, the lock stays in the registry
+    holder.wait()
+    store = open_store(load_config(tmp_path))
+    assert store.client.get_registered_model(f"{store.registered_model}.promotion-lock")
+    started = time.monotonic()
+    with store.registry_lock("promotion", timeout_s=30):
+        pass
+    assert time.monotonic() - started < 10, "broken at once, not after stale_s"

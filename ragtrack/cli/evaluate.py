@@ -135,8 +135,10 @@ def eval_cmd(
 
     Retrieval metrics come from context IDs (recall, precision, MRR, hit rate,
     nDCG); judge metrics (correctness, groundedness, relevance, organization)
-    from --judge. An interrupted eval resumes where it stopped when you run the
-    same command again, asking again the items whose agent call or judge failed.
+    from --judge. An interrupted (or early-stopped) eval resumes where it stopped
+    when you run the same command again, asking again the items whose agent call
+    or judge failed; after a run that reached its last item, the same command
+    makes a new run that takes answered items from the caches.
 
     \b
     Examples:

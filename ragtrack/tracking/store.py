@@ -72,6 +72,7 @@ class Tag:
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
     LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
+    LOCK_PROCESS = "ragtrack.lock_process"  # host, pid namespace and pid: a holder this machine can see died
     GIT_DIRTY = "ragtrack.git_dirty"  # eval runs: the checkout had uncommitted changes (beside mlflow.source.git.*)
     COMPARED_TO = "ragtrack.compared_to"  # eval runs: the champion model version its delta/* metrics are against
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
@@ -525,7 +526,8 @@ class Store:
         whether reached directly or through a tracking server), so exactly one creator
         succeeds; the others wait. It therefore serialises promotions (or registrations) from
         any number of processes and machines that share the registry — no shared file system
-        needed. A lock older than ``stale_s`` (its holder died) is broken; either takes seconds.
+        needed. A lock whose holder died is broken: at once when it ran on this machine (a CI job
+        killed during ``promote``), else once it is older than ``stale_s``.
         """
         if purpose not in REGISTRY_LOCKS:
             raise ValueError(f"unknown registry lock {purpose!r}; known: {', '.join(REGISTRY_LOCKS)}")
@@ -536,7 +538,7 @@ class Store:
             try:
                 self.client.create_registered_model(
                     name,
-                    tags={Tag.LOCK_HOLDER: holder},
+                    tags={Tag.LOCK_HOLDER: holder, Tag.LOCK_PROCESS: _this_process()},
                     description=f"{REGISTRY_LOCKS[purpose]}; removed when it is done.",
                 )
                 break
@@ -548,7 +550,7 @@ class Store:
             except MlflowException:
                 continue  # released in between: try again at once
             age_s = time.time() - held.creation_timestamp / 1000
-            if age_s > stale_s:
+            if age_s > stale_s or _died_here(held.tags.get(Tag.LOCK_PROCESS, "")):
                 with contextlib.suppress(MlflowException):
                     self.client.delete_registered_model(name)
                 continue
@@ -563,6 +565,33 @@ class Store:
         finally:
             with contextlib.suppress(MlflowException):
                 self.client.delete_registered_model(name)
+
+
+def _this_process() -> str:
+    """This process as a lock records it: host, pid namespace (containers on one host share the
+    hostname only if told to, and never a pid namespace) and pid."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc (macOS, Windows): one pid space per host
+        namespace = ""
+    return f"{socket.gethostname()}|{namespace}|{os.getpid()}"
+
+
+def _died_here(process: str) -> bool:
+    """Whether a lock holder (:func:`_this_process`) ran on this machine, in this pid namespace, and is
+    gone. A holder elsewhere, or one recorded before this tag existed, is left to the age rule."""
+    host, _, rest = process.partition("|")
+    namespace, _, pid = rest.rpartition("|")
+    here_host, _, here_rest = _this_process().partition("|")
+    if not pid.isdigit() or host != here_host or namespace != here_rest.rpartition("|")[0]:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
 
 
 @contextmanager
