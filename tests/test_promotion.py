@@ -610,3 +610,25 @@ def test_a_lock_left_by_a_process_killed_on_this_machine_is_broken_at_once(tmp_p
     with store.registry_lock("promotion", timeout_s=30):
         pass
     assert time.monotonic() - started < 10, "broken at once, not after stale_s"
+
+
+def test_a_store_whose_lock_file_cannot_be_written_is_read_and_a_write_says_why(tmp_path):
+    """A read-only project gave every command — `versions` too — a traceback and exit 1, and no --json.
+    (A folder stands in for the unwritable lock file: as root, permission bits refuse nothing.)"""
+    import json
+
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+
+    store = open_store(load_config(tmp_path))
+    log_eval(store, "v1", BASE)
+    lock = Path(store.tracking_uri.removeprefix("sqlite:///") + ".lock")
+    lock.unlink(missing_ok=True)
+    lock.mkdir()
+    result = CliRunner().invoke(main, ["--root", str(tmp_path), "versions"])
+    assert result.exit_code == 0 and "v1" in result.output, result.output
+    out = tmp_path / "decision.json"
+    result = CliRunner().invoke(main, ["--root", str(tmp_path), "promote", "v1", "--json", str(out)])
+    assert result.exit_code == 2 and f"error: Is a directory: {lock}" in result.output, result.output
+    assert "Traceback" not in result.output and json.loads(out.read_text())["exit_status"] == 2

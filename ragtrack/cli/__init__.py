@@ -8,6 +8,7 @@ it runs, so ``ragtrack --help`` stays instant.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -30,6 +31,9 @@ from ragtrack.errors import RagtrackError
 console = Console(stderr=False, emoji=False)
 err = Console(stderr=True, emoji=False)
 MACHINE_WIDTH = 1000  # columns when not printing to a terminal
+# A file system that refuses (read-only, no permission, full, a folder where a file belongs): the
+# user's environment, not a bug.
+_REFUSING_FILE_SYSTEM = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EISDIR}
 
 LLM_HELP = "offline (no model: built-in heuristics), openai:<model>, local:<path|smollm2> or a ragtrack.toml profile."
 
@@ -202,8 +206,14 @@ class _Group(click.Group):
             _json_failure(ctx, redact_values(str(e)), 2)
             sys.exit(2)
         except Exception as e:
-            # The tracking store failing mid-command (a server that went away, a refused write):
-            # one line, not MLflow's traceback. Anything else is a bug and keeps its traceback.
+            # The tracking store failing mid-command (a server that went away, a refused write), or the
+            # file system refusing (read-only, no permission, full): one line, not a traceback. Anything
+            # else is a bug and keeps its traceback.
+            if isinstance(e, OSError) and e.errno in _REFUSING_FILE_SYSTEM:
+                where = f": {e.filename}" if e.filename else ""
+                click.echo(f"error: {e.strerror}{where}", err=True)
+                _json_failure(ctx, f"{e.strerror}{where}", 2)
+                sys.exit(2)
             if type(e).__module__.startswith("mlflow"):
                 from ragtrack.secrets import redact
 

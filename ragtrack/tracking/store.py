@@ -691,7 +691,7 @@ def open_store(
     mlflow.set_registry_uri(uri)
     name = config.project.experiment
     try:
-        with local_lock(uri):
+        with local_lock(uri, required=writing):
             client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
             artifacts = artifact_root(uri, config.root)
             return Store(
@@ -711,18 +711,26 @@ def open_store(
 
 
 @contextmanager
-def local_lock(uri: str) -> Iterator[None]:
+def local_lock(uri: str, required: bool = True) -> Iterator[None]:
     """One process at a time, for a local store (a lock file beside its database; no-op for others).
 
     Setting a store up: the first use creates and migrates its tables, and two evals starting
     together on a new SQLite file both did, failing each other ("duplicate column") and leaving it
     unusable. Registering a version: two first evals of one spec both found no version and each
-    registered one."""
+    registered one. A command that only reads (``required=False``) goes without the lock where its
+    file cannot be written (a read-only project, a store mounted read-only)."""
     database = local_database(uri)
     if database is None:
         yield
         return
-    with open(f"{database}.lock", "a") as lock:
+    try:
+        lock = open(f"{database}.lock", "a")  # noqa: SIM115 - closed below, after the yield
+    except OSError:
+        if required:
+            raise
+        yield
+        return
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
