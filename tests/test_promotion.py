@@ -632,3 +632,16 @@ def test_a_store_whose_lock_file_cannot_be_written_is_read_and_a_write_says_why(
     result = CliRunner().invoke(main, ["--root", str(tmp_path), "promote", "v1", "--json", str(out)])
     assert result.exit_code == 2 and f"error: Is a directory: {lock}" in result.output, result.output
     assert "Traceback" not in result.output and json.loads(out.read_text())["exit_status"] == 2
+
+
+def test_runs_redescribed_after_a_promotion_say_what_plain_promote_would_decide(store, tmp_path):
+    """After `promote v3 --margin -1`, v2's run page said "`ragtrack promote v2` would promote it" by
+    that one-off margin; `ragtrack promote v2` refused."""
+    log_eval(store, "v1", [3] * 8)
+    promote(store, tmp_path, "v1")
+    v2_run, _ = log_eval(store, "v2", [3] * 7 + [2])  # a little worse than v3 below
+    log_eval(store, "v3", [3] * 8)
+    assert promote(store, tmp_path, "v3", margin=-1).promoted  # equal to v1: promoted only by the margin
+    note = store.client.get_run(v2_run).data.tags[Tag.NOTE]
+    assert "would refuse" in note and "would promote" not in note
+    assert not promote(store, tmp_path, "v2", dry_run=True).promoted

@@ -99,7 +99,8 @@ def _record(store: Store, d: Decision, rule: Rule, source: Mapping[str, str]) ->
     if d.champion_model_version and d.champion_model_version != d.model_version:
         store.tag_model_version(d.champion_model_version, {Tag.LAST_CHALLENGE: f"{d.version} {outcome} ({run_id})"})
     describe_champion(store, d, started)
-    standings.refresh(store, rule)
+    # As `ragtrack promote <version>` would decide them: a one-off --margin of this decision is not theirs.
+    standings.refresh(store, Rule(gates=rule.gates))
 
 
 def describe_champion(store: Store, d: Decision, started_ms: int) -> None:
