@@ -412,3 +412,35 @@ def test_places_that_cannot_be_written_fail_in_one_line_or_cost_only_the_cache(p
     cache.put_json("cd" * 32, {"x": 2})
     assert cache.get_json("ab" * 32) is None
     assert sum("cannot write the reply cache" in r.getMessage() for r in caplog.records) == 1, "reported once"
+
+
+def test_a_checkpoint_lock_taken_on_the_file_its_holder_just_removed_is_taken_again(tmp_path, monkeypatch):
+    """An eval that opened the lock file just before its holder removed it and let go got a lock on the
+    removed file, while an eval starting next created a new file and locked that: both held "the"
+    checkpoint. The interleaving (open, then the holder's release, then flock) is forced by running the
+    holder's release inside the first flock: milliseconds apart, it cannot be produced on demand."""
+    import fcntl
+
+    from ragtrack.evaluation import runner
+    from ragtrack.evaluation.runner import Checkpoint
+
+    path = tmp_path / "checkpoints" / "v1-abc.jsonl"
+    first = Checkpoint(path)
+    first.hold()
+    real_flock, calls = fcntl.flock, []
+
+    def flock_after_release(fd, flags):
+        calls.append(flags)
+        if len(calls) == 1:
+            first.release()  # the holder removes the file and lets go between open and flock
+        return real_flock(fd, flags)
+
+    monkeypatch.setattr(runner.fcntl, "flock", flock_after_release)
+    second = Checkpoint(path)
+    second.hold()
+    monkeypatch.setattr(runner.fcntl, "flock", real_flock)
+    assert len(calls) == 2, "the lock on the removed file was let go and the new file taken"
+    third = Checkpoint(path)
+    with pytest.raises(RagtrackError, match="another eval with the same version"):
+        third.hold()  # the lock file on disk is the one the second eval holds
+    second.release()

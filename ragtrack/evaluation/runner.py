@@ -59,15 +59,25 @@ class Checkpoint:
         in one project share a checkpoint: the second took the first's live one for an interrupted
         run, wrote into its MLflow run and failed on its params."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        holder = open(f"{self.path}.lock", "a")  # noqa: SIM115 - held open until release()
-        try:
-            fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        lock_path = f"{self.path}.lock"
+        while True:
+            holder = open(lock_path, "a")  # noqa: SIM115 - held open until release()
+            try:
+                fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder.close()
+                raise RagtrackError(
+                    f"another eval with the same version, golden set and judge is running in this project "
+                    f"(it holds {self.path}); wait for it to finish"
+                ) from None
+            # The last holder removes the file as it lets go: a lock taken on the file it removed is no
+            # lock (an eval starting next would create a new one and hold it too). Take the new one.
+            try:
+                if os.stat(lock_path).st_ino == os.fstat(holder.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             holder.close()
-            raise RagtrackError(
-                f"another eval with the same version, golden set and judge is running in this project "
-                f"(it holds {self.path}); wait for it to finish"
-            ) from None
         self._holder = holder
 
     def release(self) -> None:
