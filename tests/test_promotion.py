@@ -22,6 +22,7 @@ import pytest
 from ragtrack.api import evaluate, retire, retirement_candidates
 from ragtrack.config import load_config
 from ragtrack.corpus import load_corpus
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.compare import compare_records, overall
 from ragtrack.evaluation.promotion import ALIAS, Champion, Rule, decide
@@ -645,3 +646,27 @@ def test_runs_redescribed_after_a_promotion_say_what_plain_promote_would_decide(
     note = store.client.get_run(v2_run).data.tags[Tag.NOTE]
     assert "would refuse" in note and "would promote" not in note
     assert not promote(store, tmp_path, "v2", dry_run=True).promoted
+
+
+def test_an_eval_whose_records_are_gone_names_the_run_and_the_eval_to_run(store, tmp_path):
+    """A deleted artifact folder made compare and promote say "Failed to download artifacts from path
+    'items.jsonl', please ensure that the path is correct", naming neither the run nor the fix."""
+    import shutil
+
+    log_eval(store, "v1", BASE)
+    promote(store, tmp_path, "v1")
+    run_id, _ = log_eval(store, "v2", [5] * 8)
+    shutil.rmtree(Path(store.client.get_run(run_id).info.artifact_uri.removeprefix("file://")))
+    with pytest.raises(RagtrackError, match=rf"records of v2's eval run {run_id} .*--version v2 --fresh"):
+        promote(store, tmp_path, "v2")
+
+
+def test_a_failed_store_write_is_said_by_its_cause_not_by_sqlalchemys_flush_note():
+    from ragtrack.cli import _cause_line
+
+    message = (
+        "(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block if this "
+        "flush is occurring prematurely)\n(sqlite3.OperationalError) database or disk is full\n[SQL: INSERT …]"
+    )
+    assert _cause_line(message) == "(sqlite3.OperationalError) database or disk is full"
+    assert _cause_line("Run 'x' not found\nmore") == "Run 'x' not found"

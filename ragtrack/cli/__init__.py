@@ -176,6 +176,14 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
+def _cause_line(message: str) -> str:
+    """The line of an error message that says what went wrong, at most 300 characters: the first, save
+    SQLAlchemy's note on where a failed write was flushed ("database or disk is full" is the next line)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("(raised as a result of Query-invoked autoflush")]
+    return (lines[0] if lines else message.strip())[:300]
+
+
 class _Group(click.Group):
     """Every error a user can cause is one line on stderr and exit status 2, never a traceback."""
 
@@ -217,7 +225,7 @@ class _Group(click.Group):
             if type(e).__module__.startswith("mlflow"):
                 from ragtrack.secrets import redact
 
-                message = (getattr(e, "message", None) or str(e)).strip().split("\n", 1)[0][:300]
+                message = _cause_line(getattr(e, "message", None) or str(e))
                 click.echo(f"error: tracking store: {redact(message)}", err=True)
                 _json_failure(ctx, f"tracking store: {redact(message)}", 2)
                 sys.exit(2)

@@ -429,7 +429,15 @@ class Store:
     def records(self, run_id: str) -> list[ItemRecord]:
         """The per-item records an eval run logged (``items.jsonl``)."""
         with tempfile.TemporaryDirectory() as tmp, without_progress_bar():
-            path = self.client.download_artifacts(run_id, "items.jsonl", tmp)
+            try:
+                path = self.client.download_artifacts(run_id, "items.jsonl", tmp)
+            except MlflowException:  # its artifact folder was deleted or moved
+                run = self.client.get_run(run_id)
+                version = run.data.tags.get(Tag.VERSION, "?")
+                raise StoreError(
+                    f"the records of {version}'s eval run {run_id} (items.jsonl) are missing from "
+                    f"{run.info.artifact_uri}: run `ragtrack eval --version {version} --fresh` to measure it again"
+                ) from None
             lines = Path(path).read_text("utf-8").splitlines()
         return [ItemRecord.from_json(json.loads(line)) for line in lines if line]
 
