@@ -235,7 +235,18 @@ def wait_for_items(proc: subprocess.Popen, project, n: int):
 
 def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(project):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "eval", "--version", "v3"],
+        [
+            sys.executable,
+            "-m",
+            "ragtrack.cli",
+            "--root",
+            str(project),
+            "eval",
+            "--version",
+            "v3",
+            "--json",
+            str(project / "out.json"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -251,6 +262,8 @@ def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(pro
     assert sum("id" in row for row in kept) >= 2
     said = re.search(r"(\d+) of 5 items finished and kept in the checkpoint", out)
     assert said and int(said[1]) >= 2, out  # as many as were kept when the progress line was drawn
+    written = json.loads((project / "out.json").read_text())  # --json says how far it got, too
+    assert written["exit_status"] == 143 and written["items"] == 5 and written["items_kept"] == int(said[1])
 
 
 def test_an_eval_interrupted_before_its_first_item_leaves_no_checkpoint(project):

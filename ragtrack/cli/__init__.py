@@ -52,6 +52,8 @@ def _alone_on_stdout(ctx: click.Context, param: click.Parameter, out):
 
 
 _JSON_OUT, _STDOUT_TAKEN = "ragtrack.json_out", "ragtrack.stdout_taken"
+#: What a command knew when it was stopped, for its ``--json`` (an eval: the items kept of how many).
+JSON_SO_FAR = "ragtrack.json_so_far"
 
 
 def _json_failure(ctx: click.Context, message: str, code: int) -> None:
@@ -59,7 +61,9 @@ def _json_failure(ctx: click.Context, message: str, code: int) -> None:
     must not read what an earlier step left in the file, nor an empty stdout."""
     if (name := ctx.meta.get(_JSON_OUT)) is None:
         return
-    text = json.dumps({"command": ctx.invoked_subcommand, "error": message, "exit_status": code}, ensure_ascii=False)
+    failure = {"command": ctx.invoked_subcommand, "error": message, "exit_status": code}
+    failure.update(ctx.meta.get(JSON_SO_FAR, {}))
+    text = json.dumps(failure, ensure_ascii=False)
     if name == "<stdout>":
         click.echo(text)
     else:  # the command's own handle closed with its context: written anew

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from ragtrack.cli import (
     JSON_OUT,
+    JSON_SO_FAR,
     LLM_HELP,
     MARKDOWN,
     console,
@@ -195,6 +196,7 @@ def eval_cmd(
                     f"{state['done']} of {state['total']} items finished and kept in the checkpoint; "
                     "run the same command again to resume"
                 )
+                ctx.meta[JSON_SO_FAR] = {"items": state["total"], "items_kept": state["done"]}
             raise
         finally:
             bar.stop()
