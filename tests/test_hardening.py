@@ -457,3 +457,35 @@ def test_a_checkpoint_lock_taken_on_the_file_its_holder_just_removed_is_taken_ag
     with pytest.raises(RagtrackError, match="another eval with the same version"):
         third.hold()  # the lock file on disk is the one the second eval holds
     second.release()
+
+
+def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_command_finishes_it(project, monkeypatch):
+    """On a full disk MLflow's trace exporter warned and went on: the run was closed complete with 3 of 8
+    item traces. The lost write is forced here (a trace deleted as the exporter flushes): a disk that
+    fills at that moment cannot be arranged in a test."""
+    import mlflow
+
+    real_flush, lost = mlflow.flush_trace_async_logging, []
+
+    def flush_losing_one() -> None:
+        real_flush()
+        if not lost:
+            store, found = runs_of(project)
+            infos = traces.item_traces(store, found[0].info.run_id)
+            item, (info, *_) = sorted(infos.items())[0]
+            store.client.delete_traces(store.experiment_id, trace_ids=[info.trace_id])
+            lost.append(item)
+
+    monkeypatch.setattr(mlflow, "flush_trace_async_logging", flush_losing_one)
+    result = cli("--root", str(project), "eval", "--version", "v1", "--limit", "3")
+    assert result.exit_code == 2 and "kept no trace of 1 of 3 items" in result.output, result.output
+    store, found = runs_of(project)
+    assert [r.info.status for r in found] == ["FAILED"] and found[0].data.tags["ragtrack.complete"] == "false"
+
+    result = cli("--root", str(project), "eval", "--version", "v1", "--limit", "3")  # the same command
+    assert result.exit_code == 0, result.output
+    store, again = runs_of(project)
+    assert [r.info.run_id for r in again] == [found[0].info.run_id] and again[0].info.status == "FINISHED"
+    assert sorted(traces.item_traces(store, found[0].info.run_id)) == sorted(
+        r.id for r in store.records(found[0].info.run_id)
+    )

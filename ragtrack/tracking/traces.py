@@ -48,6 +48,7 @@ from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
 from ragtrack.agent import STAGE_KINDS
+from ragtrack.errors import StoreError
 from ragtrack.evaluation.judges import HEURISTIC
 from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
 from ragtrack.tracking.store import Store, Tag
@@ -78,10 +79,19 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     source = AssessmentSource(
         AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
     )
-    logged = sum(_trace(store, run, model_id, r, source) for r in records if r.id not in done)
-    if logged:
+    wrote = [r.id for r in records if r.id not in done and _trace(store, run, model_id, r, source)]
+    if wrote:
         mlflow.flush_trace_async_logging()  # in the store before the run is closed and described
-    return logged
+        # MLflow's exporter reports a failed write (a full disk) as a warning and goes on: a run missing
+        # traces must not be closed as complete. Left unfinished, the same command logs them again.
+        kept = item_traces(store, run.run_id)
+        if lost := [i for i in wrote if i not in kept]:
+            raise StoreError(
+                f"the tracking store kept no trace of {len(lost)} of {len(wrote)} items ({', '.join(lost[:5])}"
+                f"{', …' if len(lost) > 5 else ''}): MLflow could not write them (a full disk? see its warnings); "
+                "the run is left unfinished: fix the store, then run the same command again to finish it"
+            )
+    return len(wrote)
 
 
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
