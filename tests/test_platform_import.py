@@ -108,8 +108,10 @@ def test_import_errors_are_one_line(project, key, monkeypatch):
         monkeypatch.setenv("KB_KEY", DATASET_KEY)
         result = run(project, "dify", "--base-url", no_v1, "--api-key-env", "KB_KEY", "--dataset", "kb")
         assert result.exit_code == 2 and "is --base-url missing it?" in result.output, result.output
+    result = run(project, "maxkb", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "KB_KEY", "--dataset", "kb")
+    assert result.exit_code == 2 and "unknown platform 'maxkb'; expected one of: dify, ragflow" in result.output
     result = run(project, "coze", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "KB_KEY", "--dataset", "kb")
-    assert result.exit_code == 2 and "unknown platform 'coze'; expected one of: dify, ragflow" in result.output
+    assert result.exit_code == 2 and "Coze lists no segment IDs to import" in result.output  # a kind, no import
     result = run(project, "dify", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOPE_KEY", "--dataset", "kb")
     assert result.exit_code == 2 and "environment variable NOPE_KEY is not set" in result.output
     assert "Traceback" not in result.output

@@ -27,6 +27,11 @@ def import_corpus(
     ``api_key_env`` names the environment variable holding the key (Dify: a
     knowledge-base key, ``dataset-…``; RAGFlow: the API key).
     """
+    if platform == "coze":  # an agent kind, but nothing to import: a bot's recalled slices carry no IDs
+        raise RagtrackError(
+            "Coze lists no segment IDs to import: evaluate a Coze bot on your own corpus (its slices are mapped "
+            "to passages by their text); see README.md, 'A Coze bot'"
+        )
     fetch = PLATFORMS.get(platform)
     try:
         base_url = check_url(base_url).rstrip("/")
