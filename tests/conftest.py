@@ -151,3 +151,16 @@ def crash_after(n: int):
             raise KeyboardInterrupt
 
     return on_item
+
+
+def git_checkout(folder: Path, branch: str, files: dict[str, str]) -> str:
+    """``folder`` as a git checkout of ``branch`` with ``files`` committed once; the commit's hash."""
+    import subprocess
+
+    git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", branch], check=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()

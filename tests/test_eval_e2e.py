@@ -12,6 +12,8 @@ from ragtrack.api import Progress, evaluate, run_markdown
 from ragtrack.config import load_config
 from ragtrack.tracking.store import open_store
 
+from .conftest import git_checkout
+
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
@@ -154,7 +156,6 @@ def test_reports_print_short_and_their_types_import_from_the_api(first_run):
 def test_an_eval_run_names_the_commit_it_measured(tmp_path):
     """A CI run could not be traced to the commit it measured (no mlflow.source.git.* tags)."""
     import shutil
-    import subprocess
 
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -162,12 +163,7 @@ def test_an_eval_run_names_the_commit_it_measured(tmp_path):
     from ragtrack.tracking.source import source_tags
 
     assert source_tags(tmp_path) == {}  # not a checkout
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    (tmp_path / "spec.toml").write_text("x = 1\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    head = git_checkout(tmp_path, "main", {"spec.toml": "x = 1\n"})
     assert source_tags(tmp_path) == {
         "mlflow.source.git.commit": head,
         "mlflow.source.git.branch": "main",

@@ -33,6 +33,8 @@ from ragtrack.tracking import runs
 from ragtrack.tracking.promotion import promote as promote_in_store
 from ragtrack.tracking.store import Tag, open_store
 
+from .conftest import git_checkout
+
 # ---------------------------------------------------------------- statistics, by hand
 
 
@@ -574,12 +576,7 @@ def test_a_promotion_run_names_the_commit_that_decided(tmp_path):
 
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q", "-b", "release"], check=True)
-    (tmp_path / ".gitignore").write_text("mlruns/\n.ragtrack/\n")
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    head = git_checkout(tmp_path, "release", {".gitignore": "mlruns/\n.ragtrack/\n"})
     store = open_store(load_config(tmp_path))
     log_eval(store, "v1", BASE)
     d = promote_here("v1", root=tmp_path)
