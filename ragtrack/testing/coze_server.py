@@ -286,12 +286,10 @@ def from_args(argv: list[str] | None = None) -> CozeServer:
 
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
-    print(
+    server.serve_forever(
         f"Coze-shaped server on {server.base_url}: bot {server.bot_id} ({server.bot_name!r}), "
-        f"{len(server.knowledge.segments)} slices; Ctrl-C stops it",
-        flush=True,
+        f"{len(server.knowledge.segments)} slices"
     )
-    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -431,12 +431,10 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
     k = server.knowledge
-    print(
+    server.serve_forever(
         f"Dify-shaped {server.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
-        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments; Ctrl-C stops it",
-        flush=True,
+        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments"
     )
-    server.serve_forever()
 
 
 if __name__ == "__main__":

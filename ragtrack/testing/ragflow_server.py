@@ -297,12 +297,10 @@ def from_args(argv: list[str] | None = None) -> RagflowServer:
 
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
-    print(
+    server.serve_forever(
         f"RAGFlow-shaped server on {server.base_url}: chat assistant {server.chat_id}, dataset "
-        f"{server.dataset_name!r} ({server.dataset_id}), {len(server.knowledge.segments)} chunks; Ctrl-C stops it",
-        flush=True,
+        f"{server.dataset_name!r} ({server.dataset_id}), {len(server.knowledge.segments)} chunks"
     )
-    server.serve_forever()
 
 
 if __name__ == "__main__":

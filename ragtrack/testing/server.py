@@ -119,7 +119,10 @@ class LoopbackServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def serve_forever(self) -> None:
+    def serve_forever(self, banner: str = "") -> None:
+        """Serve until Ctrl-C; ``banner`` (what runs where) is printed first, for whoever started it."""
+        if banner:
+            print(f"{banner}; Ctrl-C stops it", flush=True)
         try:
             self._httpd.serve_forever()
         except KeyboardInterrupt:
