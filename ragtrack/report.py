@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.promotion import Decision
     from ragtrack.passage_search import Hit
+    from ragtrack.production.pull import PullReport
     from ragtrack.records import ItemRecord, RunSummary
 
 
@@ -439,4 +440,50 @@ def decision_json(d: Decision) -> dict:
         "gates": [{"metric": g.metric, "minimum": g.minimum, "value": g.value, "passed": g.passed} for g in d.gates],
         "decision_run_id": d.decision_run_id,
         "exit_status": 0 if d.accepted else 1,
+    }
+
+
+# ------------------------------------------------------------------ production logs
+#: What a pull through Dify's service API must say beside its counts (see ragtrack.production.sources.dify).
+PARTIAL_COVERAGE = (
+    "these are only the conversations of end users who left feedback (all Dify's service API can read): "
+    "a dislike share over them is not the app's dislike rate; pull the app's traces (--from mlflow, Dify's "
+    "MLflow tracing) for its whole traffic"
+)
+
+
+def pull_lines(r: PullReport) -> list[str]:
+    """What ``ragtrack logs pull`` did: pulled, new, re-rated, unresolved with reasons, what is stored."""
+    apps = ", ".join(r.apps) if r.apps else r.app
+    lines = [
+        f"pulled {r.pulled} items from {r.source} ({r.app}){' from its cursor' if r.resumed else ''}: "
+        f"{r.new} new messages, {r.updated} re-rated → experiment {r.experiment}",
+        f"stored for {apps}: {r.stored} messages, {r.disliked} disliked, {r.liked} liked, "
+        f"{r.stored - r.disliked - r.liked} unrated",
+    ]
+    if r.unresolved:
+        total = sum(r.unresolved.values())
+        lines.append(f"unresolved: {total}")
+        lines += [f"  {n} {reason}" for reason, n in r.unresolved.most_common()]
+    if r.coverage == "rated_conversations":
+        lines.append(f"note: {PARTIAL_COVERAGE}")
+    return lines
+
+
+def pull_json(r: PullReport) -> dict:
+    return {
+        "command": "logs pull",
+        "source": r.source,
+        "app": r.app,
+        "apps": r.apps,
+        "experiment": r.experiment,
+        "coverage": r.coverage,
+        "resumed": r.resumed,
+        "pulled": r.pulled,
+        "new": r.new,
+        "updated": r.updated,
+        "unresolved": dict(r.unresolved.most_common()),
+        "stored": {"messages": r.stored, "disliked": r.disliked, "liked": r.liked},
+        "cursor": str(r.cursor_path),
+        "exit_status": 0,
     }

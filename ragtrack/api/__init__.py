@@ -9,7 +9,8 @@ One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 Markdown for CI),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
-:mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base) and
+:mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base),
+:mod:`~ragtrack.api.production` (pull an app's production conversations) and
 :mod:`~ragtrack.api.project` (init, the MLflow UI, the cache). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
@@ -63,6 +64,7 @@ _HOMES = {
     "corpus": ["PassageRow", "list_passages", "open_corpus", "search_passages", "show_passage"],
     "project": ["InitReport", "cache_entries", "init_project", "prune_cache", "ui_command"],
     "platforms": ["import_corpus"],
+    "production": ["PullReport", "pull_logs"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = sorted(_WHERE)

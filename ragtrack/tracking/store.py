@@ -80,6 +80,14 @@ class Tag:
     ITEM_TYPE = "ragtrack.item_type"  # traces: its question type
     RECORD = "ragtrack.record"  # traces: the digest of the item record the trace shows
     WARNING_PREFIX = "ragtrack.warning."  # eval runs: one tag per agent warning (language_mismatch, ...)
+    # Production traces (one per pulled message; see ragtrack.tracking.production):
+    PRODUCTION_SOURCE = "ragtrack.production.source"  # dify | ragflow | mlflow | jsonl
+    PRODUCTION_APP = "ragtrack.production.app"  # the app / version that served it
+    PRODUCTION_MESSAGE = "ragtrack.production.message_id"  # the platform's message ID
+    PRODUCTION_USER = "ragtrack.production.user"  # the end user, hashed
+    PRODUCTION_CONVERSATION = "ragtrack.production.conversation_id"
+    PRODUCTION_CREATED = "ragtrack.production.created_at"  # ISO 8601, UTC (also the trace's start)
+    PRODUCTION_COVERAGE = "ragtrack.production.coverage"  # all | rated_conversations
 
     @staticmethod
     def warning(code: str) -> str:

@@ -215,23 +215,37 @@ def _span(root, stage: StageRecord, gt: set[str]) -> None:
     if stage.contexts:
         # MLflow's retriever shape: a list of documents; what else the stage said goes to attributes.
         span.set_attributes(dict(stage.outputs))
-        outputs = [_document(c, rank, gt) for rank, c in enumerate(stage.contexts, start=1)]
+        outputs = [retriever_document(c, rank, gt) for rank, c in enumerate(stage.contexts, start=1)]
     else:
         outputs = stage.outputs
     span.end(outputs=outputs, end_time_ns=stage.end_ns)
 
 
-def _document(c: ContextRecord, rank: int, gt: set[str]) -> dict:
+def retriever_document(c: ContextRecord, rank: int, gt: set[str] | None = None) -> dict:
+    """A retrieved context in MLflow's document shape, its canonical passages (and, for a golden item,
+    which of them are GT) in the metadata; :func:`context_of` reads it back."""
     metadata = {  # the UI shows doc_uri beside each document: the canonical passages it covers
         "doc_uri": " + ".join(c.passage_ids) or c.unit_id,
         "rank": rank,
         "unit_id": c.unit_id,
         "passage_ids": c.passage_ids,
-        "gt_passage_ids": [p for p in c.passage_ids if p in gt],
+        **({"gt_passage_ids": [p for p in c.passage_ids if p in gt]} if gt is not None else {}),
         "score": c.score,
         "mapping": c.mapping,
     }
     return Document(page_content=c.text, metadata=metadata, id=c.unit_id).to_dict()
+
+
+def context_of(document: dict) -> ContextRecord:
+    """A :func:`retriever_document` back as the context it shows."""
+    meta = document.get("metadata") or {}
+    return ContextRecord(
+        str(meta.get("unit_id") or document.get("id") or ""),
+        str(document.get("page_content") or ""),
+        [str(p) for p in meta.get("passage_ids") or []],
+        meta.get("score"),
+        str(meta.get("mapping") or "unmapped"),
+    )
 
 
 def _assessments(r: ItemRecord, judge: AssessmentSource) -> list[Assessment]:

@@ -1,0 +1,293 @@
+"""Production messages as MLflow traces: one trace per answered question in ``<experiment>-production``.
+
+Each pulled :class:`~ragtrack.production.messages.ProductionMessage` becomes a trace whose start is
+the moment it was answered (so the UI's time filters and ``timestamp_ms`` searches mean production
+time):
+
+* a root span named for the app / version that served it — request ``{"question": …}``, response
+  the answer — and under it a ``retrieve`` RETRIEVER span whose outputs are the app's contexts in
+  MLflow's document shape, each with the canonical passage IDs it maps to (an empty list: the app
+  reported no retrieval);
+* tags naming the source, the app, the platform's message and conversation IDs, the hashed user,
+  the time and what part of the traffic the pull could see (``Tag.PRODUCTION_*``), and MLflow's own
+  user and session metadata (hashed user, conversation), which its UI groups by;
+* the end user's rating as a HUMAN feedback assessment ``user_rating`` (``like`` / ``dislike``), the
+  comment as its rationale. A rating changed since is an override of the old assessment (MLflow
+  keeps the history); a rating withdrawn deletes it.
+
+``(source, app, message ID)`` identifies a message: :meth:`ProductionLog.index` lists what is
+stored, so a pull writes only what is new. A trace a killed process left without all its spans is
+deleted there and written again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import mlflow
+from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
+from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.tracing.constant import TraceMetadataKey
+from mlflow.tracing.provider import safe_set_span_in_context
+
+from ragtrack.errors import StoreError
+from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
+from ragtrack.tracking.store import Store, Tag, _quote
+from ragtrack.tracking.traces import context_of, retriever_document
+
+#: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
+PRODUCTION = "production"
+#: The HUMAN feedback assessment holding an end user's rating.
+RATING = "user_rating"
+RETRIEVE_SPAN = "retrieve"
+SPANS = 2  # a complete production trace: the root and its retrieve span
+_SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the store holds of one message: its trace and its current rating assessment."""
+
+    trace_id: str
+    rating: str | None
+    comment: str | None
+    assessment_id: str | None  # of the valid rating assessment (None: none, or not looked up yet)
+    user: str | None = None  # hashed
+
+
+class ProductionLog:
+    """The production experiment of one project's store: write, index, re-rate and read messages."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.experiment_name = f"{store.experiment_name}-{PRODUCTION}"
+        self.experiment_id = store.side_experiment(PRODUCTION)
+
+    # ------------------------------------------------------------ reading
+    def index(self, source: str, app: str) -> dict[str, Stored]:
+        """Message ID → what is stored, for every complete trace of ``source``/``app``. Incomplete traces
+        (a killed write) and duplicates (two pulls racing) are deleted, so their messages count as new."""
+        found: dict[str, Stored] = {}
+        stale: list[str] = []
+        for info in self._infos(_filter(source, app)):
+            message = info.tags.get(Tag.PRODUCTION_MESSAGE)
+            if message is None or message in found or _span_count(info) != SPANS:
+                stale.append(info.trace_id)
+                continue
+            current = _rating(info)
+            found[message] = Stored(
+                info.trace_id,
+                str(current.value) if current else None,
+                current.rationale if current else None,
+                current.assessment_id if current else None,
+                info.tags.get(Tag.PRODUCTION_USER),
+            )
+        if stale:
+            self.store.client.delete_traces(self.experiment_id, trace_ids=stale)
+        return found
+
+    def read(
+        self, *, source: str | None = None, app: str | None = None, since: str | None = None, until: str | None = None
+    ) -> list[ProductionMessage]:
+        """Stored messages, oldest first; ``since`` / ``until`` (ISO 8601) bound when they were answered
+        (``since`` included, ``until`` excluded)."""
+        clauses = [_filter(source, app)] if source or app else []
+        if since:
+            clauses.append(f"timestamp_ms >= {epoch_ms(utc_iso(since))}")
+        if until:
+            clauses.append(f"timestamp_ms < {epoch_ms(utc_iso(until))}")
+        out = [
+            message
+            for trace in self._traces(" and ".join(c for c in clauses if c), spans=True)
+            if (message := _message(trace)) is not None
+        ]
+        return sorted(out, key=lambda m: (m.created_at, m.source, m.app, m.message_id))
+
+    def _infos(self, query: str) -> Iterator[TraceInfo]:
+        for trace in self._traces(query, spans=False):
+            yield trace.info
+
+    def _traces(self, query: str, *, spans: bool) -> Iterator[Trace]:
+        token = None
+        while True:
+            page = self.store.client.search_traces(
+                locations=[self.experiment_id],
+                filter_string=query or None,
+                include_spans=spans,
+                max_results=500,
+                page_token=token,
+            )
+            yield from page
+            token = page.token
+            if not token:
+                return
+
+    # ------------------------------------------------------------ writing
+    def write(self, messages: list[ProductionMessage]) -> list[str]:
+        """One trace per message, in the store before this returns; their trace IDs, in order.
+
+        MLflow's exporter reports a failed write (a full disk) as a warning and goes on: the traces are
+        looked up once written, and any the store did not keep is an error (the pull's cursor does not
+        move past them)."""
+        written = [self._trace(m) for m in messages]
+        if not written:
+            return []
+        mlflow.flush_trace_async_logging()
+        kept: set[str] = set()
+        for i in range(0, len(written), 100):
+            ids = ", ".join(_quote(t) for t in written[i : i + 100])
+            kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
+        if lost := len(written) - len(kept & set(written)):
+            raise StoreError(
+                f"the tracking store kept no trace of {lost} of {len(written)} production messages: MLflow could "
+                "not write them (a full disk? see its warnings); pull again once the store is fixed"
+            )
+        return written
+
+    def _trace(self, m: ProductionMessage) -> str:
+        start = epoch_ms(m.created_at) * 1_000_000
+        tags = {
+            Tag.PRODUCTION_SOURCE: m.source,
+            Tag.PRODUCTION_APP: m.app,
+            Tag.PRODUCTION_MESSAGE: m.message_id,
+            Tag.PRODUCTION_CREATED: m.created_at,
+            Tag.PRODUCTION_COVERAGE: m.coverage,
+            **({Tag.PRODUCTION_USER: m.user} if m.user else {}),
+            **({Tag.PRODUCTION_CONVERSATION: m.conversation_id} if m.conversation_id else {}),
+        }
+        metadata = {
+            **({TraceMetadataKey.TRACE_USER: m.user} if m.user else {}),
+            **({TraceMetadataKey.TRACE_SESSION: m.conversation_id} if m.conversation_id else {}),
+        }
+        passages = list(dict.fromkeys(p for c in m.contexts for p in c.passage_ids))
+        root = mlflow.start_span_no_context(
+            m.app,
+            span_type=SpanType.AGENT,
+            inputs={"question": m.question},
+            attributes={"message_id": m.message_id, "retrieved_passage_ids": passages},
+            tags=tags,
+            metadata=metadata,
+            experiment_id=self.experiment_id,
+            start_time_ns=start,
+        )
+        if not root.trace_id or root.trace_id == NO_OP_SPAN_TRACE_ID:  # a pull without traces stores nothing
+            raise StoreError(
+                "MLflow tracing is disabled or sampled out in this process (MLFLOW_TRACE_SAMPLING_RATIO, "
+                "mlflow.tracing.disable()): production messages are stored as traces; enable it and pull again"
+            )
+        span = mlflow.start_span_no_context(
+            RETRIEVE_SPAN,
+            span_type=SpanType.RETRIEVER,
+            parent_span=root,
+            inputs={"query": m.question},
+            start_time_ns=start,
+        )
+        span.end(outputs=[retriever_document(c, n) for n, c in enumerate(m.contexts, start=1)], end_time_ns=start)
+        if m.rating:
+            source = AssessmentSource(AssessmentSourceType.HUMAN, m.user or "end user")
+            with safe_set_span_in_context(root):  # written with the trace, in one store call (see traces.py)
+                mlflow.log_assessment(root.trace_id, _feedback(m.rating, m.comment, m.rated_at, source))
+        root.end(outputs=m.answer, end_time_ns=start)
+        return root.trace_id
+
+    def rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
+        """Bring a stored message's rating assessment to ``rating`` (with the user's ``comment``): added,
+        overridden (MLflow keeps the old one as history) or, when the rating was withdrawn, deleted."""
+        current = stored.assessment_id
+        if current is None and stored.rating is not None:  # written by this process: look its ID up
+            found = _rating(mlflow.get_trace(stored.trace_id).info)
+            current = found.assessment_id if found else None
+        if rating is None:
+            if current:
+                mlflow.delete_assessment(stored.trace_id, current)
+            return Stored(stored.trace_id, None, None, None, stored.user)
+        source = AssessmentSource(AssessmentSourceType.HUMAN, stored.user or "end user")
+        if current is None:
+            made = mlflow.log_assessment(stored.trace_id, _feedback(rating, comment, rated_at, source))
+        else:
+            made = mlflow.override_feedback(
+                trace_id=stored.trace_id,
+                assessment_id=current,
+                value=rating,
+                rationale=comment,
+                source=source,
+                metadata=_rated_at(rated_at),
+            )
+        return Stored(stored.trace_id, rating, comment, made.assessment_id, stored.user)
+
+
+def read_messages(
+    store: Store,
+    *,
+    source: str | None = None,
+    app: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> list[ProductionMessage]:
+    """The production messages a project's store holds, oldest first, each with its ``trace_id`` (to
+    write assessments on): optionally of one source, one app / version, and answered in
+    ``[since, until)`` (ISO 8601 dates or times, UTC unless they say otherwise)."""
+    return ProductionLog(store).read(source=source, app=app, since=since, until=until)
+
+
+def _filter(source: str | None, app: str | None) -> str:
+    clauses = [
+        f"tags.`{tag}` = {_quote(value)}"
+        for tag, value in ((Tag.PRODUCTION_SOURCE, source), (Tag.PRODUCTION_APP, app))
+        if value
+    ]
+    return " and ".join(clauses)
+
+
+def _span_count(info: TraceInfo) -> int:
+    try:
+        return int(json.loads(info.trace_metadata.get(_SIZE_STATS, "{}")).get("num_spans", 0))
+    except (ValueError, TypeError, AttributeError):
+        return 0
+
+
+def _rating(info: TraceInfo):
+    """The valid (not overridden) rating assessment of a trace, or None."""
+    return next((a for a in info.assessments or () if a.name == RATING and a.valid is not False), None)
+
+
+def _rated_at(rated_at: str | None) -> dict[str, str] | None:
+    return {"rated_at": rated_at} if rated_at else None
+
+
+def _feedback(rating: str, comment: str | None, rated_at: str | None, source: AssessmentSource) -> Feedback:
+    feedback = Feedback(RATING, rating, rationale=comment, source=source, metadata=_rated_at(rated_at))
+    if rated_at:
+        feedback.create_time_ms = feedback.last_update_time_ms = epoch_ms(rated_at)
+    return feedback
+
+
+def _message(trace: Trace) -> ProductionMessage | None:
+    """A stored trace back as the message it shows; None for one without all its spans (a killed write)."""
+    info, spans = trace.info, trace.data.spans
+    tags = info.tags
+    root = next((s for s in spans if s.parent_id is None), None)
+    retrieve = next((s for s in spans if s.name == RETRIEVE_SPAN and s.parent_id is not None), None)
+    if root is None or retrieve is None or Tag.PRODUCTION_MESSAGE not in tags:
+        return None
+    inputs = root.inputs if isinstance(root.inputs, dict) else {}
+    current = _rating(info)
+    rated_at = (current.metadata or {}).get("rated_at") if current else None
+    return ProductionMessage(
+        message_id=tags[Tag.PRODUCTION_MESSAGE],
+        source=tags.get(Tag.PRODUCTION_SOURCE, ""),
+        app=tags.get(Tag.PRODUCTION_APP, ""),
+        question=str(inputs.get("question") or ""),
+        answer=root.outputs if isinstance(root.outputs, str) else json.dumps(root.outputs, ensure_ascii=False),
+        created_at=tags.get(Tag.PRODUCTION_CREATED) or utc_iso(info.request_time / 1000),
+        contexts=[context_of(d) for d in retrieve.outputs or [] if isinstance(d, dict)],
+        conversation_id=tags.get(Tag.PRODUCTION_CONVERSATION),
+        user=tags.get(Tag.PRODUCTION_USER),
+        rating=str(current.value) if current else None,  # type: ignore[arg-type]
+        comment=current.rationale if current else None,
+        rated_at=rated_at,
+        coverage=tags.get(Tag.PRODUCTION_COVERAGE, "all"),  # type: ignore[arg-type]
+        trace_id=info.trace_id,
+    )
