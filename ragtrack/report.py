@@ -191,7 +191,7 @@ def comparison_text(a: RunSummary, b: RunSummary, rows: list[MetricRow], changes
 
 def decision_lines(d: Decision) -> list[str]:
     """The rule, the paired figures, each gate and the verdict, as printed by ``ragtrack promote``."""
-    lines = [f"rule: {d.rule}"]
+    lines = [f"[yellow]note:[/] {escape(note)}" for note in d.notes] + [f"rule: {d.rule}"]
     f = d.figures
     if f.get("champion_correctness") is not None:
         lines.append(
@@ -439,6 +439,7 @@ def decision_json(d: Decision) -> dict:
         "figures": d.figures,
         "gates": [{"metric": g.metric, "minimum": g.minimum, "value": g.value, "passed": g.passed} for g in d.gates],
         "decision_run_id": d.decision_run_id,
+        "notes": d.notes,
         "exit_status": 0 if d.accepted else 1,
     }
 

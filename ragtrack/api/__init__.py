@@ -38,6 +38,7 @@ _HOMES = {
         "MetricRow",
         "RunSummary",
         "VersionRow",
+        "champion_notes",
         "compare",
         "promote",
         "run_markdown",

@@ -23,6 +23,7 @@ from ragtrack.records import RunSummary
 from ragtrack.spec import BUILTIN_VERSIONS, load_spec, resolve_spec_path, version_order
 from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
+from ragtrack.tracking.promotion import unfinished
 from ragtrack.tracking.source import source_tags
 from ragtrack.tracking.store import Store, Tag, open_store
 
@@ -120,7 +121,7 @@ def compare(
                 f"{run.version}'s latest eval ({run.run_id[:8]}) got no answer to any question: nothing to compare "
                 f"(its errors: ragtrack ui, or its items.jsonl); run: ragtrack eval --version {run.version}"
             )
-    warnings = comparability_problems(a, b)
+    warnings = comparability_problems(a, b) + (unfinished(store) if asked_champion else [])
     if b.run_id != latest.run_id:
         warnings.insert(
             0,
@@ -235,6 +236,14 @@ class VersionRow:
     spec_hash: str
     champion: bool
     last_evals: list[RunSummary]  # newest per golden digest
+
+
+@checked_arguments
+def champion_notes(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[str]:
+    """What to know before trusting the registry's champion, a sentence each: a promotion not fully
+    recorded (under way, or interrupted: the next ``promote`` finishes it), or a champion no recorded
+    decision made. Empty when the champion is as ``promote`` left it."""
+    return unfinished(open_store(load_config(root), tracking_uri, existing=True, writing=False))
 
 
 @checked_arguments

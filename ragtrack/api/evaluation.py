@@ -33,6 +33,7 @@ from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
 from ragtrack.tracking.models import ModelRef, ensure_version_model, spec_change
+from ragtrack.tracking.promotion import unfinished
 from ragtrack.tracking.source import source_tags
 from ragtrack.tracking.store import Store, local_database, open_store, resolve_tracking_uri
 
@@ -261,6 +262,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     store = open_store(config, o.tracking_uri)
     for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
         progress.on_warning(line)
+    for note in unfinished(store):  # the champion this eval will be compared with is not as promote left it
+        progress.on_warning(note)
 
     key = hashlib.sha256(
         "|".join([spec.hash, golden.digest, panel.identity, str(min_overlap), language]).encode()

@@ -159,9 +159,11 @@ def versions(ctx, tracking_uri):
     set with its key metrics, and which one is the champion."""
     with cyclic_gc_paused():  # a few queries of the store
         from ragtrack import report as view
+        from ragtrack.api import champion_notes
         from ragtrack.api import versions as list_versions
 
         rows = list_versions(root=project_root(ctx), tracking_uri=tracking_uri)
+        notes = champion_notes(root=project_root(ctx), tracking_uri=tracking_uri) if rows else []
     if not rows:
         console.print("no versions registered yet; run: ragtrack eval --version v1")
         return
@@ -170,3 +172,5 @@ def versions(ctx, tracking_uri):
         "[dim]★ champion · after a run: * substituted models, ~ a mean covers fewer items than the run "
         "(n in `ragtrack compare`), ! cautions (--limit, --allow-stale, agent warnings) · IDs shortened to 7[/]"
     )
+    for note in notes:
+        warn(note)

@@ -99,6 +99,9 @@ class Decision:
     decision_run_id: str = ""
     # The version asked about is the champion already: nothing to decide, nothing moves, and not a refusal.
     already_champion: bool = False
+    # Beside this decision: what the command found about earlier ones (an interrupted promotion it
+    # finished recording; in a dry run, one still unfinished).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def accepted(self) -> bool:

@@ -313,6 +313,25 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
     return "\n".join(lines)
 
 
+def promotion_under_way(d: Decision, links: Links) -> str:
+    """What heads every description a promotion is about to make stale (the registered model's, the
+    experiment's, each involved model version's) while it moves the alias: true whether the alias has
+    moved yet or not, and, should the promotion die there, it says how to finish it. Plain first line:
+    the registry's tables show it as raw text."""
+    before = f"{d.champion} (model version {d.champion_model_version})" if d.champion else "no champion"
+    return (
+        f"A promotion is being recorded: {d.version} (model version {d.model_version}) over {before}. "
+        f"Until this note goes, the champion alias may name either; if it stays, that promotion was "
+        f"interrupted and the next `ragtrack promote` (of any version) finishes it "
+        f"([decision run {d.decision_run_id[:8]}]({links.run(d.decision_run_id)}))."
+    )
+
+
+def abandoned(why: str) -> str:
+    """The description of a promotion run that never applied its decision."""
+    return f"**Abandoned**: {why}. Nothing it decided was applied; `ragtrack promote` decides again."
+
+
 @dataclass(frozen=True)
 class PastDecision:
     """A recorded decision, as the decisions experiment keeps it."""
@@ -332,22 +351,26 @@ def model_version(
     links: Links,
 ) -> str:
     """A model version's description: is it the champion (since when), the latest decision, the earlier ones."""
-    # The versions table shows a description's first line as raw text: it carries no markup.
-    if champion and champion[0] == number:
-        head = f"{version} is the champion" + (
-            f" since {when(champion_since_ms)}" if champion_since_ms is not None else ""
-        )
-    elif champion:
-        head = f"{version} is not the champion: {champion[1]} (model version {champion[0]}) is"
-    else:
-        head = f"{version} is not the champion (there is none yet)"
-    lines = [head, ""]
+    lines = [model_version_head(version, number, champion, champion_since_ms), ""]
     if latest:
         lines += [latest, ""]
     if history:
         lines += ["**Decisions involving this version** (newest first)", ""]
         lines += [f"- {when(h.started_ms)}: {h.summary} ([run]({links.run(h.run_id)}))" for h in history]
     return "\n".join(lines)
+
+
+def model_version_head(
+    version: str, number: str, champion: tuple[str, str] | None, champion_since_ms: int | None = None
+) -> str:
+    """The first line of a model version's description: whether it is the champion, or which is."""
+    # The versions table shows a description's first line as raw text: it carries no markup.
+    if champion and champion[0] == number:
+        since = f" since {when(champion_since_ms)}" if champion_since_ms is not None else ""
+        return f"{version} is the champion{since}"
+    if champion:
+        return f"{version} is not the champion: {champion[1]} (model version {champion[0]}) is"
+    return f"{version} is not the champion (there is none yet)"
 
 
 def registered_model(name: str, champion: tuple[str, str] | None, since_ms: int | None, why: str, links: Links) -> str:

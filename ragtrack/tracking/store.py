@@ -68,6 +68,7 @@ class Tag:
     VERSIONS = "ragtrack.versions"  # compare runs: "a,b"
     OUTCOME = "ragtrack.outcome"  # promotion runs: promoted | refused | unchanged (already the champion)
     DRY_RUN = "ragtrack.dry_run"
+    DECISION_STATE = "ragtrack.decision_state"  # promotion runs: see DecisionState
     DECISION = "ragtrack.decision"  # model versions: the last decision about them
     DECISION_RUN = "ragtrack.decision_run"
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
@@ -93,6 +94,15 @@ class Tag:
     def warning(code: str) -> str:
         """The tag of one agent warning: ``ragtrack.warning.language_mismatch``."""
         return Tag.WARNING_PREFIX + code
+
+
+class DecisionState:
+    """Where a promotion run is in :data:`ragtrack.tracking.promotion.STEPS` (``ragtrack.decision_state``)."""
+
+    WRITING = "writing"  # the run is being written: nothing it decides has been applied
+    PENDING = "pending"  # the decision is recorded in full; applying it to the registry has begun
+    DONE = "done"  # applied: alias, tags, descriptions
+    ABANDONED = "abandoned"  # cut short before its decision was recorded (or overtaken): nothing applied
 
 
 #: The run type MLflow's UI lists under "Evaluation runs" and opens on its evaluation view.
@@ -500,19 +510,37 @@ class Store:
     def describe_registered_model(self, markdown: str) -> None:
         self.client.update_registered_model(self.registered_model, _clip(markdown, MAX_REGISTRY_NOTE))
 
+    def registry_descriptions(self, model_versions: list[str]) -> dict[str, str]:
+        """The descriptions a promotion rewrites, as they are: ``"model"`` (the registered model's),
+        ``"experiment"`` (the eval experiment's) and each of ``model_versions`` by number."""
+        found = {
+            "model": self.client.get_registered_model(self.registered_model).description or "",
+            "experiment": self.client.get_experiment(self.experiment_id).tags.get(Tag.NOTE, ""),
+        }
+        for mv in model_versions:
+            found[mv] = self.client.get_model_version(self.registered_model, mv).description or ""
+        return found
+
     def describe_logged_model(self, model_id: str, markdown: str) -> None:
         """A LoggedModel's description (its page renders the ``mlflow.note.content`` tag as Markdown)."""
         self.client.set_logged_model_tags(model_id, {Tag.NOTE: _clip(markdown, MAX_NOTE)})
 
     def decision_runs(self, model_version: str) -> list:
-        """Promotion runs (not dry runs) in which ``model_version`` was the challenger or the champion, newest first."""
+        """Promotion runs (not dry runs, nor abandoned ones) in which ``model_version`` was the challenger
+        or the champion, newest first."""
         query = f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.DRY_RUN}` = 'false'"
         found = self.search_runs([self.decisions_experiment_id], query, ["attributes.start_time DESC"])
         return [
             r
             for r in found
             if model_version in (r.data.params.get("model_version"), r.data.params.get("champion_model_version"))
+            and r.data.tags.get(Tag.DECISION_STATE) != DecisionState.ABANDONED
         ]
+
+    def unfinished_decisions(self) -> list:
+        """Promotion runs (not dry runs) still RUNNING, oldest first: under way, or left by a promote that died."""
+        query = f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.DRY_RUN}` = 'false' and attributes.status = 'RUNNING'"
+        return list(self.search_runs([self.decisions_experiment_id], query, ["attributes.start_time ASC"]))
 
     def comparison_run(self, a_run: str, b_run: str) -> str | None:
         """The finished comparison run of exactly these two eval runs, if one was logged."""
@@ -545,9 +573,7 @@ class Store:
         needed. A lock whose holder died is broken: at once when it ran on this machine (a CI job
         killed during ``promote``), else once it is older than ``stale_s``.
         """
-        if purpose not in REGISTRY_LOCKS:
-            raise ValueError(f"unknown registry lock {purpose!r}; known: {', '.join(REGISTRY_LOCKS)}")
-        name = f"{self.registered_model}.{purpose}-lock"
+        name = self._lock_name(purpose)
         holder = f"{socket.gethostname()}:{os.getpid()}"
         deadline = time.monotonic() + timeout_s
         while True:
@@ -565,15 +591,14 @@ class Store:
                 held = self.client.get_registered_model(name)
             except MlflowException:
                 continue  # released in between: try again at once
-            age_s = time.time() - held.creation_timestamp / 1000
-            if age_s > stale_s or _died_here(held.tags.get(Tag.LOCK_PROCESS, "")):
+            if _left_behind(held, stale_s):
                 with contextlib.suppress(MlflowException):
                     self.client.delete_registered_model(name)
                 continue
             if time.monotonic() > deadline:
                 raise RagtrackError(
                     f"another {purpose} holds the registry lock ({held.tags.get(Tag.LOCK_HOLDER, '?')}, "
-                    f"{age_s:.0f} s); try again"
+                    f"{_age_s(held):.0f} s); try again"
                 )
             time.sleep(0.2 + random.random() * 0.3)
         try:
@@ -581,6 +606,31 @@ class Store:
         finally:
             with contextlib.suppress(MlflowException):
                 self.client.delete_registered_model(name)
+
+    def lock_holder(self, purpose: str, stale_s: float = 600.0) -> str | None:
+        """Who holds the ``purpose`` lock (``host:pid``); None when it is free or was left by a process
+        that died (on this machine, or long ago: the next :meth:`registry_lock` breaks it)."""
+        try:
+            held = self.client.get_registered_model(self._lock_name(purpose))
+        except MlflowException:
+            return None
+        if _left_behind(held, stale_s):
+            return None
+        return held.tags.get(Tag.LOCK_HOLDER, "?")
+
+    def _lock_name(self, purpose: str) -> str:
+        if purpose not in REGISTRY_LOCKS:
+            raise ValueError(f"unknown registry lock {purpose!r}; known: {', '.join(REGISTRY_LOCKS)}")
+        return f"{self.registered_model}.{purpose}-lock"
+
+
+def _age_s(lock) -> float:
+    return time.time() - lock.creation_timestamp / 1000
+
+
+def _left_behind(lock, stale_s: float) -> bool:
+    """Whether a held registry lock was left by a holder that died: here (at once), or anywhere long ago."""
+    return _age_s(lock) > stale_s or _died_here(lock.tags.get(Tag.LOCK_PROCESS, ""))
 
 
 def _this_process() -> str:
