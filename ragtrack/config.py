@@ -67,6 +67,29 @@ class EvalSection(_Strict):
     # queue, the limit halves on a slow streak: README, LLM layer).
     min_concurrency: int = Field(default=1, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
+    # Verdicts per judge and item (``--judge-samples``): their mean is the item's score, their spread the
+    # judge's noise, and compare's interval carries it. LLM judges only: the heuristics are deterministic.
+    judge_samples: int = Field(default=1, ge=1, le=20)
+
+
+class CompareSection(_Strict):
+    # What a comparison resamples as one unit: "document" (the first GT passage's), "item", "type", "tag".
+    cluster: str = "document"
+    # Human labels of some items' answers (JSONL; see docs/statistics.md): prediction-powered figures.
+    human_labels: str = ""
+
+    @field_validator("cluster")
+    @classmethod
+    def _known_clustering(cls, name: str) -> str:
+        from ragtrack.evaluation.clustering import CLUSTERINGS
+
+        return CLUSTERINGS.check(name)
+
+
+class PromotionSection(_Strict):
+    # Opt-in: promote only when the 95% intervals clear the rule (correctness Δ low > margin, groundedness
+    # Δ low >= -tolerance), not only the means. Off: the spec's mean rule.
+    require_interval: bool = False
 
 
 class Profile(_Strict):
@@ -91,6 +114,8 @@ class ProjectConfig(_Strict):
     project: ProjectSection = ProjectSection()
     corpus: CorpusSection = CorpusSection()
     eval: EvalSection = EvalSection()
+    compare: CompareSection = CompareSection()
+    promotion: PromotionSection = PromotionSection()
     profiles: dict[str, Profile] = {}
     prices: dict[str, PriceSpec] = {}
     # Absolute release gates checked by ``ragtrack promote``: metric name → minimum.

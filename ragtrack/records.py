@@ -44,13 +44,17 @@ def ranked_passage_ids(contexts) -> list[str]:
 
 @dataclass
 class JudgeRecord:
-    """One judge's verdict on one item: a 1–5 score with its reason, or the error and raw reply."""
+    """One judge's verdict on one item: a 1–5 score with its reason, or the error and raw reply.
 
-    score: int | None
+    Asked K times (``--judge-samples K``), ``samples`` keeps the K scores, ``score`` is their mean
+    and ``reason`` the first sample's; a record without ``samples`` was judged once."""
+
+    score: float | None  # with several judge samples, their mean
     normalized: float | None
     reason: str
     error: str | None = None
     raw: str | None = None
+    samples: list[int] = field(default_factory=list)  # every verdict when the judge was asked K > 1 times
 
 
 @dataclass

@@ -14,12 +14,14 @@ from rich.table import Table
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import inputs_text
 from ragtrack.evaluation.judges import JUDGES
+from ragtrack.evaluation.stats import p_text
 
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
     from ragtrack.api import CalibrationReport, ComparisonReport, EvalReport, PassageRow, VersionRow
     from ragtrack.caches import Entry
     from ragtrack.evaluation.compare import ItemChange, MetricRow
+    from ragtrack.evaluation.power import Power
     from ragtrack.evaluation.promotion import Decision
     from ragtrack.passage_search import Hit
     from ragtrack.production.pull import PullReport
@@ -132,33 +134,66 @@ def accounting_table(accounting: dict[str, dict[str, dict[str, float]]]) -> Tabl
 def comparison_table(report: ComparisonReport) -> Table:
     a, b = report.a.version, report.b.version
     untestable = any(not r.diff.testable for r in report.rows)
+    secondary = sum(not r.primary for r in report.rows)
+    sampled = any(r.diff.judge_samples > 1 for r in report.rows)
     table = Table(
         title=f"{a} vs {b}  ({inputs_text(report.a, report.b)})",
         title_justify="left",
-        caption="Δ = b − a; interval: paired bootstrap 95%; * = the interval excludes 0 and p < 0.05"
-        + ("; rows with n ≤ 5 are never marked (p cannot go below 0.0625)" if untestable else ""),
+        caption="Δ = b − a; 95% CI: paired bootstrap over clusters"
+        + (" and judge samples" if sampled else "")
+        + "; ◆ primary test (the promotion rule's), marked * at its own p < 0.05; other rows marked * when "
+        f"the interval excludes 0 and the Holm-adjusted p (across their {secondary} tests) < 0.05"
+        + ("; rows with ≤ 5 clusters are never marked" if untestable else ""),
         caption_justify="left",
     )
-    for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "n"):
+    for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "p Holm", "n"):
         table.add_column(col, justify="left" if col in ("metric", "scope") else "right", no_wrap=True)
     order = {name: i for i, name in enumerate(dict.fromkeys(r.metric for r in report.rows))}
     for row in sorted(report.rows, key=lambda r: (order[r.metric], r.scope != m.ALL, r.scope)):
         d = row.diff
-        colour = "green" if d.significant and d.delta > 0 else "red" if d.significant else ""
+        colour = ("green" if d.delta > 0 else "red") if row.significant else ""
         delta = f"[{colour}]{d.delta:+.2f}*[/]" if colour else f"{d.delta:+.2f}"
         n = f"{d.n}" if not row.partial else f"[yellow]{d.n}/{row.items_total}[/]"
+        name = row.metric + (" ◆" if row.primary else "") if row.scope == m.ALL else ""
         table.add_row(
-            row.metric if row.scope == m.ALL else "",
+            name,
             row.scope,
             f"{d.mean_a:.3f}",
             f"{d.mean_b:.3f}",
             delta,
             f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
             d.p_text,
+            "primary" if row.primary else p_text(row.p_adjusted),
             n,
             end_section=row.scope == m.TYPES[-1],
         )
     return table
+
+
+def power_lines(power: list[Power], clusters: str = "") -> list[str]:
+    """``clustered by …`` and the minimum detectable Δ of each primary metric (and the items a named Δ needs)."""
+    lines = [clusters] if clusters else []
+    if power:
+        parts = []
+        for p in power:
+            if not p.estimable:
+                parts.append(f"{p.metric} — (every paired difference alike: no variance to estimate it from)")
+                continue
+            text = f"{p.metric} {p.mde:.2f}"
+            if p.delta is not None:
+                text += f" (Δ {p.delta:g} needs ~{p.items_needed} items)"
+            parts.append(text)
+        lines.append(f"minimum detectable Δ at 80% power (α 0.05, this set's {power[0].n} items): " + ", ".join(parts))
+    return lines
+
+
+def judge_spread_lines(report: ComparisonReport) -> list[str]:
+    """The judges' own noise, where items were judged several times: mean within-item SD of Δ."""
+    rows = [r for r in report.rows if r.scope == m.ALL and r.diff.within_sd is not None]
+    if not rows:
+        return []
+    spread = ", ".join(f"{r.metric} {r.diff.within_sd:.2f}" for r in rows)
+    return [f"judge noise (mean within-item SD of Δ over {rows[0].diff.judge_samples} samples): {spread}"]
 
 
 def moved_items_table(report: ComparisonReport, limit: int) -> Table | None:
@@ -174,16 +209,28 @@ def moved_items_table(report: ComparisonReport, limit: int) -> Table | None:
     return table
 
 
-def comparison_text(a: RunSummary, b: RunSummary, rows: list[MetricRow], changes: list[ItemChange]) -> str:
+def comparison_text(
+    a: RunSummary,
+    b: RunSummary,
+    rows: list[MetricRow],
+    changes: list[ItemChange],
+    clusters: str = "",
+    power: list[Power] | None = None,
+) -> str:
     """Plain-text comparison (logged as ``comparison.md``)."""
     lines = [f"{a.version} ({a.run_id}) vs {b.version} ({b.run_id})", ""]
-    lines.append(f"{'metric':<20}{'scope':<8}{a.version:>8}{b.version:>8}{'delta':>9}  95% CI            p      n")
+    lines.append(
+        f"{'metric':<20}{'scope':<8}{a.version:>8}{b.version:>8}{'delta':>9}  95% CI            p      p Holm  n"
+    )
     for r in rows:
         d = r.diff
+        adjusted = "primary" if r.primary else p_text(r.p_adjusted)
         lines.append(
             f"{r.metric:<20}{r.scope:<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
-            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_text:>6}  {d.n}/{r.items_total}"
+            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_text:>6}  {adjusted:>7} {d.n}/{r.items_total}"
+            + ("  *" if r.significant else "")
         )
+    lines += ["", *power_lines(power or [], clusters)]
     lines += ["", "items that moved (correctness):"]
     lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
     return "\n".join(lines)
@@ -202,12 +249,23 @@ def decision_lines(d: Decision) -> list[str]:
         lines.append(
             f"groundedness {d.champion}: {f['champion_groundedness']:.3f}   {d.version}: "
             f"{f['challenger_groundedness_paired']:.3f}   Δ {f['groundedness_delta']:+.3f}"
+            + (
+                f" [{f['groundedness_ci_low']:+.3f}, {f['groundedness_ci_high']:+.3f}]"
+                if "groundedness_ci_low" in f
+                else ""
+            )
         )
+        if "correctness_mde" in f:
+            lines.append(
+                f"minimum detectable Δ at 80% power: correctness {f['correctness_mde']:.3f} "
+                f"({int(f['paired_items'])} items, {int(f['clusters'])} clusters)"
+            )
     for gate in d.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
         lines.append(f"gate {gate.metric} >= {gate.minimum:g}: {fmt(gate.value)} {mark}")
     colour = "green" if d.accepted else "red"
     lines.append(f"[bold {colour}]{d.summary()}[/]")
+    lines += [f"[yellow]warning: {escape(w)}[/]" for w in d.warnings]
     lines.append(f"decision recorded in run {d.decision_run_id}")
     return lines
 
@@ -411,11 +469,23 @@ def comparison_json(report: ComparisonReport) -> dict:
                 "ci_low": r.diff.ci_low,
                 "ci_high": r.diff.ci_high,
                 "p": r.diff.p_value,
-                "significant": r.diff.significant,
+                "p_holm": None if r.primary else r.p_adjusted,
+                "primary": r.primary,
+                "significant": r.significant,
                 "n": r.diff.n,
                 "items": r.items_total,
+                "clusters": r.diff.units,
+                "se": r.diff.se,
+                "judge_samples": r.diff.judge_samples,
+                "judge_within_sd": r.diff.within_sd,
             }
             for r in report.rows
+        ],
+        "clustering": {"by": report.clustering, "text": report.clusters},
+        "power": [
+            {"metric": p.metric, "items": p.n, "se": p.se, "mde": p.mde if p.estimable else None}
+            | {"delta": p.delta, "items_needed": p.items_needed}
+            for p in report.power
         ],
         "warnings": report.warnings,
     }
@@ -438,6 +508,7 @@ def decision_json(d: Decision) -> dict:
         "reasons": d.reasons,
         "figures": d.figures,
         "gates": [{"metric": g.metric, "minimum": g.minimum, "value": g.value, "passed": g.passed} for g in d.gates],
+        "warnings": d.warnings,
         "decision_run_id": d.decision_run_id,
         "notes": d.notes,
         "exit_status": 0 if d.accepted else 1,

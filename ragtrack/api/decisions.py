@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragtrack.api.evaluation import checked_arguments, load_inputs, with_llm
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.clustering import cluster_labels, describe
 from ragtrack.evaluation.compare import (
     ItemChange,
     MetricRow,
@@ -18,6 +19,7 @@ from ragtrack.evaluation.compare import (
     rank_depth,
 )
 from ragtrack.evaluation.judges import JUDGES
+from ragtrack.evaluation.power import Power, power_of
 from ragtrack.evaluation.promotion import Decision, Rule
 from ragtrack.records import RunSummary
 from ragtrack.spec import BUILTIN_VERSIONS, load_spec, resolve_spec_path, version_order
@@ -41,12 +43,15 @@ class ComparisonReport:
     changes: list[ItemChange]
     run_id: str
     warnings: list[str]
+    clustering: str = "document"  # what the intervals and tests resampled (ragtrack.evaluation.clustering)
+    clusters: str = ""  # in words: "clustered by the GT document …: 16 clusters of 48 items"
+    power: list[Power] = field(default_factory=list)  # the MDE of each primary metric at this set's size
 
     def text(self) -> str:
         """The comparison as plain text (the ``comparison.md`` artifact of the comparison run)."""
         from ragtrack.report import comparison_text
 
-        return comparison_text(self.a, self.b, self.rows, self.changes)
+        return comparison_text(self.a, self.b, self.rows, self.changes, self.clusters, self.power)
 
 
 @checked_arguments
@@ -60,6 +65,8 @@ def compare(
     allow_incomparable: bool = False,
     log: bool = True,
     llm: str | None = None,
+    cluster: str | None = None,
+    delta: float | None = None,
 ) -> ComparisonReport:
     """The latest comparable eval runs of two versions, side by side with paired statistics.
 
@@ -72,7 +79,8 @@ def compare(
     as A names the registry's champion, so a branch that keeps the champion's name
     (``pipelines/bm25.toml`` evolving through pull requests) is compared with it:
     the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version). ``llm``: B as
-    ``eval --llm`` ran it.
+    ``eval --llm`` ran it. ``cluster`` names what the intervals resample (default ``[compare] cluster``,
+    the GT document); ``delta`` a difference whose items-needed the power figures state.
     """
     if version_b == CHAMPION:
         raise RagtrackError(f"`{CHAMPION}` goes first, as A: ragtrack compare {CHAMPION} {version_a}")
@@ -134,7 +142,9 @@ def compare(
         warnings.append(note)
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
-    rows, changes = compare_records(records_a, records_b)
+    clustering = cluster or config.compare.cluster
+    labels = cluster_labels(records_b, clustering)
+    rows, changes = compare_records(records_a, records_b, clusters=labels)
     if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
     shown = {(r.metric, r.scope) for r in rows}
@@ -142,7 +152,11 @@ def compare(
         if missing := [j for j in JUDGES.names() if (j, "all") in shown and (j, scope) not in shown]:
             items = sum(r.type == scope for r in records_b)
             warnings.append(f"type {scope}: no item judged on both sides for {', '.join(missing)} (0 of {items})")
-    report = ComparisonReport(a, b, rows, changes, "", warnings)
+    paired = {r.id for r in records_a} & set(labels)
+    power = [power_of(r.metric, r.diff.n, r.diff.se, delta) for r in rows if r.primary]
+    report = ComparisonReport(
+        a, b, rows, changes, "", warnings, clustering, describe(clustering, {i: labels[i] for i in paired}), power
+    )
     if log:
         report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings)
     return report
@@ -168,16 +182,27 @@ def promote(
     margin: float = 0.0,
     tolerance: float = 0.0,
     require_significance: bool = False,
+    require_interval: bool = False,
     allow_substitutes: bool = False,
     allow_partial: bool = False,
     dry_run: bool = False,
     llm: str | None = None,
 ) -> Decision:
     """Apply the promotion rule to ``version``'s latest eval (of its spec as it is here; ``llm``: as
-    ``eval --llm`` ran it); moves the ``champion`` alias on success."""
+    ``eval --llm`` ran it); moves the ``champion`` alias on success. ``require_interval`` (or
+    ``[promotion] require_interval``) asks the 95% intervals, not only the means, to clear the rule."""
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True)
-    rule = Rule(margin, tolerance, require_significance, allow_substitutes, allow_partial, dict(config.gates))
+    rule = Rule(
+        margin,
+        tolerance,
+        require_significance,
+        require_interval=require_interval or config.promotion.require_interval,
+        cluster=config.compare.cluster,
+        allow_substitutes=allow_substitutes,
+        allow_partial=allow_partial,
+        gates=dict(config.gates),
+    )
     spec = _known(store, config, version)
     model_version = _checked_out(store, version, spec, config, llm)
     return promote_in_store(

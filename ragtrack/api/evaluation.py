@@ -134,6 +134,7 @@ class EvalSession:
     build_usage: dict[str, Usage] = field(default_factory=dict)  # index-time LLM work, every process
     gates: dict[str, float] = field(default_factory=dict)  # the project's release gates, for the run's dry decision
     limits: dict[str, str] = field(default_factory=dict)  # caution code → message (see EvalReport.limits)
+    cluster: str = "document"  # what the comparison with the champion resamples ([compare] cluster)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ class EvalOptions:
     use_cache: bool = True
     fresh: bool = False
     allow_stale: bool = False
+    judge_samples: int | None = None  # None: [eval] judge_samples
 
     def __post_init__(self) -> None:
         # As the CLI's --limit: a whole number of items from 1 (0 would log an empty "complete" run).
@@ -189,6 +191,7 @@ def evaluate(
     use_cache: bool = True,
     fresh: bool = False,
     allow_stale: bool = False,
+    judge_samples: int | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
@@ -199,10 +202,22 @@ def evaluate(
     resumes from its checkpoint when started again with the same inputs
     (``fresh=True`` starts over). Items without a GT answer, or whose GT passages
     changed since they were written, are refused (``allow_stale`` scores the latter).
+    ``judge_samples`` asks each LLM judge that many times per item (default ``[eval] judge_samples``).
     """
     progress = progress or Progress()
     options = EvalOptions(
-        root, golden_path, corpus_path, limit, llm, judge, judge_language, tracking_uri, use_cache, fresh, allow_stale
+        root,
+        golden_path,
+        corpus_path,
+        limit,
+        llm,
+        judge,
+        judge_language,
+        tracking_uri,
+        use_cache,
+        fresh,
+        allow_stale,
+        judge_samples,
     )
     session = prepare_eval(version, options, progress)
     with ends_run_on_error(session):
@@ -255,7 +270,10 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     language = o.judge_language or golden.language
     # The judge before the store: an unknown profile or an unset key must not leave a new empty store.
     judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
-    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens)
+    samples = o.judge_samples or config.eval.judge_samples
+    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens, samples)
+    if samples > 1 and judge_llm.is_offline:
+        progress.on_stage(f"the heuristic judges are deterministic: each asked once, not {samples} times")
     database = local_database(resolve_tracking_uri(config, o.tracking_uri))
     if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
         progress.on_stage(f"a new tracking store: {database}")
@@ -316,6 +334,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             build_usage,
             dict(config.gates),
             limits,
+            config.compare.cluster,
         )
     except BaseException:
         checkpoint.release()
@@ -360,7 +379,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         metrics,
         render(findings),
         accounting,
-        Rule(gates=session.gates),
+        Rule(gates=session.gates, cluster=session.cluster),
     )
     complete = outcome.stopped_early is None and len(records) == len(session.golden)
     session.store.finish_run(session.run_id, "FINISHED" if complete else "KILLED")

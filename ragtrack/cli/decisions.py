@@ -36,23 +36,43 @@ _AS_EVALUATED = click.option(
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.option("--items", "show_items", default=10, show_default=True, help="How many moved items to list.")
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
+@click.option(
+    "--cluster",
+    help="What the intervals resample as one unit: document (default, the first GT passage's), item, type, tag "
+    "(default: [compare] cluster in ragtrack.toml).",
+)
+@click.option("--delta", type=float, help="A difference you care about: the items needed to detect it at 80% power.")
 @_AS_EVALUATED
 @MARKDOWN
 @JSON_OUT
 @click.pass_context
 def compare(
-    ctx, version_a, version_b, golden_path, tracking_uri, show_items, allow_incomparable, llm, markdown, json_out
+    ctx,
+    version_a,
+    version_b,
+    golden_path,
+    tracking_uri,
+    show_items,
+    allow_incomparable,
+    cluster,
+    delta,
+    llm,
+    markdown,
+    json_out,
 ):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
-    difference with a 95% bootstrap interval and a permutation p-value, and the items
-    whose correctness got better or worse. Logged as a comparison run with a per-type plot, once per
-    pair of eval runs: comparing the same two runs again reuses that run. Each side is its spec as it
-    is in this checkout; VERSION_A may be `champion`, the registry's champion whatever its name.
+    difference with a 95% bootstrap interval over clusters (GT documents) and a sign-flip
+    p-value beside its Holm-adjusted one (◆ marks the promotion rule's primary tests), the
+    minimum detectable Δ of this set, and the items whose correctness got better or worse.
+    Logged as a comparison run with a per-type plot, once per pair of eval runs: comparing the
+    same two runs again reuses that run. Each side is its spec as it is in this checkout;
+    VERSION_A may be `champion`, the registry's champion whatever its name.
 
     \b
     Examples:
       ragtrack compare v1 v5            # each version's latest eval on the same golden set and judge
       ragtrack compare champion bm25    # a branch that keeps the champion's name: bm25@1 vs bm25@3
+      ragtrack compare v1 v5 --cluster item --delta 0.2   # items independent; items needed for Δ 0.2
     """
     with cyclic_gc_paused():  # two runs' records, a few hundred resamplings and one plot
         from ragtrack import report as view
@@ -68,6 +88,8 @@ def compare(
                 tracking_uri=tracking_uri,
                 allow_incomparable=allow_incomparable,
                 llm=llm,
+                cluster=cluster,
+                delta=delta,
             )
         except SameAsChampion as same:
             console.print(str(same))
@@ -75,7 +97,10 @@ def compare(
                 json_out, {"command": "compare", "same_as_champion": True, "message": str(same), "exit_status": 0}
             )
             sys.exit(0)
-    show(view.comparison_table(report), view.moved_items_table(report, show_items))
+    show(view.comparison_table(report))
+    for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
+        console.print(line, highlight=False)
+    show(view.moved_items_table(report, show_items))
     for w in report.warnings:
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
@@ -92,6 +117,12 @@ def compare(
     "--require-significance",
     is_flag=True,
     help="Also require the correctness gain to be significant: 95% CI excluding 0 and p < 0.05.",
+)
+@click.option(
+    "--require-interval",
+    is_flag=True,
+    help="Also require the 95% intervals to clear the rule: correctness Δ low > margin, groundedness Δ low >= "
+    "-tolerance (default: [promotion] require_interval, off).",
 )
 @click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
 @click.option(
@@ -111,6 +142,7 @@ def promote(
     margin,
     tolerance,
     require_significance,
+    require_interval,
     allow_substitutes,
     allow_partial,
     tracking_uri,
@@ -139,6 +171,7 @@ def promote(
             margin=margin,
             tolerance=tolerance,
             require_significance=require_significance,
+            require_interval=require_interval,
             allow_substitutes=allow_substitutes,
             allow_partial=allow_partial,
             dry_run=dry_run,

@@ -105,6 +105,13 @@ def _duration(seconds: float) -> str:
 @click.option(
     "--judge-language", type=click.Choice(["en", "zh"]), help="Judge prompt language (default: the golden set's)."
 )
+@click.option(
+    "--judge-samples",
+    type=click.IntRange(1, 20),
+    help="Ask each LLM judge K times per item (first at temperature 0, then 0.7 with seeds 1..K-1, each cached): "
+    "the item's score is the mean, compare's interval carries the judge's noise. The heuristic judges are "
+    "deterministic and asked once.  [default: [eval] judge_samples, else 1]",
+)
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or sqlite under ./mlruns).")
 @click.option(
     "--no-cache",
@@ -125,6 +132,7 @@ def eval_cmd(
     llm,
     judge,
     judge_language,
+    judge_samples,
     tracking_uri,
     no_cache,
     fresh,
@@ -184,6 +192,7 @@ def eval_cmd(
                 llm=llm,
                 judge=judge,
                 judge_language=judge_language,
+                judge_samples=judge_samples,
                 tracking_uri=tracking_uri,
                 use_cache=not no_cache,
                 fresh=fresh,

@@ -35,11 +35,19 @@ def _summarise(records: list[ItemRecord], judges: list[str], scope: str) -> dict
         if scope == m.ALL:
             errors = sum(1 for r in records if judge in r.judges and r.judges[judge].error)
             out[m.judge_errors(judge)] = float(errors)
+            spreads = [_sd(r.judges[judge].samples) for r in scored if len(r.judges[judge].samples) > 1]
+            if spreads:
+                out[m.judge_spread(judge)] = sum(spreads) / len(spreads)
         if scored:
             for metric in (m.judge_metric(judge), m.judge_metric(judge, normalized=True)):
                 out[m.key(metric.name, scope)] = mean(m.item_value(r, metric.name) for r in scored)
     out[m.key("items", scope)] = float(len(records))
     return out
+
+
+def _sd(values: list[int]) -> float:
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def aggregate(records: list[ItemRecord], judges: Iterable[str] | None = None) -> dict[str, float]:

@@ -10,9 +10,11 @@ model, prompt hash, temperature) and the same ID-mapping threshold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.multiplicity import holm
 from ragtrack.evaluation.stats import PairedDifference, compare_paired
 from ragtrack.records import ItemRecord, RunSummary
 
@@ -64,16 +66,29 @@ def cutoff_note(a_depth: str, b_depth: str) -> str | None:
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric in one scope, paired a → b over the items both runs scored."""
+    """One metric in one scope, paired a → b over the items both runs scored.
+
+    ``primary``: one of the promotion rule's tests (its metrics over all items), named in advance and
+    judged at its own p; every other row's ``p_adjusted`` is Holm-corrected across the family of
+    secondary rows (:mod:`ragtrack.evaluation.multiplicity`).
+    """
 
     metric: str
     scope: str  # "all" or a question type
     diff: PairedDifference
     items_total: int  # items in the scope the metric applies to; diff.n may be fewer for a judge with errors
+    primary: bool = False
+    p_adjusted: float = 1.0
 
     @property
     def partial(self) -> bool:
         return self.diff.n < self.items_total
+
+    @property
+    def significant(self) -> bool:
+        """The row's mark: its interval excludes 0 and its p — Holm-adjusted unless primary — is below 0.05."""
+        d = self.diff
+        return d.significant if self.primary else d.excludes_zero and self.p_adjusted < 0.05 and d.testable
 
 
 @dataclass(frozen=True)
@@ -91,11 +106,18 @@ class ItemChange:
 
 
 def compare_records(
-    a: list[ItemRecord], b: list[ItemRecord], metrics: tuple[str, ...] | None = None
+    a: list[ItemRecord],
+    b: list[ItemRecord],
+    metrics: tuple[str, ...] | None = None,
+    clusters: Mapping[str, str] | None = None,
 ) -> tuple[list[MetricRow], list[ItemChange]]:
     """Pair items by ID; for each metric and scope, the paired difference b − a.
 
-    Judge metrics pair only items that both runs scored; the row says how many.
+    ``clusters`` (item ID → cluster label, :func:`ragtrack.evaluation.clustering.cluster_labels`)
+    makes every interval and test resample clusters; judge metrics whose items carry several
+    verdicts (``--judge-samples``) get the two-level interval. Judge metrics pair only items that
+    both runs scored; the row says how many. Rows of the promotion rule's metrics over all items
+    are primary; the others' p-values are Holm-adjusted together.
     """
     metrics = metrics or m.comparable_metrics()
     by_id = {r.id: r for r in a}
@@ -106,11 +128,24 @@ def compare_records(
         if not scoped:
             continue
         for metric in metrics:
-            values = [(m.item_value(x, metric), m.item_value(y, metric)) for x, y in scoped]
-            both = [(va, vb) for va, vb in values if va is not None and vb is not None]
-            if both:
-                diff = compare_paired([va for va, _ in both], [vb for _, vb in both])
-                rows.append(MetricRow(metric, scope, diff, sum(m.applies(y, metric) for _, y in scoped)))
+            both = [
+                (x, y, va, vb)
+                for x, y in scoped
+                if (va := m.item_value(x, metric)) is not None and (vb := m.item_value(y, metric)) is not None
+            ]
+            if not both:
+                continue
+            samples = None
+            if m.lookup(metric).judge:
+                samples = [(m.item_samples(x, metric), m.item_samples(y, metric)) for x, y, _, _ in both]
+            diff = compare_paired(
+                [va for *_, va, _ in both],
+                [vb for *_, vb in both],
+                clusters=[clusters[y.id] for _, y, _, _ in both] if clusters is not None else None,
+                samples=samples,
+            )
+            total = sum(m.applies(y, metric) for _, y in scoped)
+            rows.append(MetricRow(metric, scope, diff, total, primary=scope == m.ALL and metric in m.PRIMARY))
     changes = [
         ItemChange(y.id, y.type, y.question, metric, va, vb)
         for x, y in pairs
@@ -118,7 +153,14 @@ def compare_records(
         if (va := m.item_value(x, metric)) is not None and (vb := m.item_value(y, metric)) is not None and va != vb
     ]
     changes.sort(key=lambda c: (-abs(c.delta), c.id, c.metric))
-    return rows, changes
+    return adjusted(rows), changes
+
+
+def adjusted(rows: list[MetricRow]) -> list[MetricRow]:
+    """``rows`` with each secondary row's Holm-adjusted p (primary rows keep their own p)."""
+    secondary = [i for i, r in enumerate(rows) if not r.primary]
+    holm_p = dict(zip(secondary, holm([rows[i].diff.p_value for i in secondary]), strict=True))
+    return [replace(r, p_adjusted=holm_p.get(i, r.diff.p_value)) for i, r in enumerate(rows)]
 
 
 def overall(rows: list[MetricRow]) -> dict[str, PairedDifference]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from ragtrack.evaluation import heuristics
@@ -194,12 +194,25 @@ def prompt_hash(steps: dict[str, JudgeStep]) -> str:
     return h.hexdigest()[:12]
 
 
-def judge_identity(backend: str, steps: dict[str, JudgeStep]) -> str:
-    """(backend, model, prompt hash, temperature, max tokens): runs judged differently are not comparable."""
+def judge_identity(backend: str, steps: dict[str, JudgeStep], samples: int = 1) -> str:
+    """(backend, model, prompt hash, temperature, max tokens, samples): runs judged differently are not
+    comparable (a mean of K verdicts is a different, less noisy score than one verdict)."""
     if backend == "offline":
         return f"{HEURISTIC}@{HEURISTIC_VERSION}"
     max_tokens = {s.max_tokens for s in steps.values()}
-    return f"{backend}|prompts={prompt_hash(steps)}|t=0.0|max_tokens={','.join(map(str, sorted(max_tokens)))}"
+    identity = f"{backend}|prompts={prompt_hash(steps)}|t=0.0|max_tokens={','.join(map(str, sorted(max_tokens)))}"
+    return identity + (f"|samples={samples}@t={SAMPLE_TEMPERATURE}" if samples > 1 else "")
+
+
+#: The temperature of a judge's repeated samples (the first is asked at 0, as a single verdict is): enough
+#: to let a judge that is unsure of a verdict say so, and each sample also sends its own seed.
+SAMPLE_TEMPERATURE = 0.7
+
+
+def sample_step(step: JudgeStep, k: int) -> JudgeStep:
+    """The ``k``-th of a judge's repeated samples: the step itself for k = 0 (so a run with samples reads
+    the cache of single-verdict runs), then at :data:`SAMPLE_TEMPERATURE` with seed k (cached per sample)."""
+    return step if k == 0 else replace(step, temperature=SAMPLE_TEMPERATURE, seed=k)
 
 
 @dataclass
@@ -209,14 +222,15 @@ class JudgePanel:
     llm: LLM
     steps: dict[str, JudgeStep]
     language: str
+    samples: int = 1  # verdicts per judge and item (``--judge-samples``); 1 for the deterministic heuristics
 
     @classmethod
-    def create(cls, llm: LLM, language: str, max_tokens: int = 160) -> JudgePanel:
-        return cls(llm, judge_steps(language, max_tokens=max_tokens), language)
+    def create(cls, llm: LLM, language: str, max_tokens: int = 160, samples: int = 1) -> JudgePanel:
+        return cls(llm, judge_steps(language, max_tokens=max_tokens), language, 1 if llm.is_offline else samples)
 
     @property
     def identity(self) -> str:
-        return judge_identity(self.llm.identity, self.steps)
+        return judge_identity(self.llm.identity, self.steps, self.samples)
 
     @property
     def label(self) -> str:
@@ -228,6 +242,10 @@ class JudgePanel:
     ) -> tuple[dict[str, JudgeRecord], dict[str, Usage]]:
         """Every judge's verdict on one answer (or only those named), and what each call cost.
 
+        With ``samples`` K > 1 each judge is asked K times (:func:`sample_step`); the record keeps every
+        score and their mean. A sample that fails makes the judge's verdict an error for this item (asked
+        again on resume, where the samples that did come back are read from the cache).
+
         Raises :class:`~ragtrack.llm.CircuitOpenError` only when the endpoint keeps failing.
         """
         verdicts: dict[str, JudgeRecord] = {}
@@ -235,11 +253,21 @@ class JudgePanel:
         for name, step in self.steps.items():
             if only is not None and name not in only:
                 continue
-            result = self.llm.run(step, inp)
-            usage[step.name] = result.usage
-            if result.ok:
-                v = result.value
-                verdicts[name] = JudgeRecord(v.score, v.normalized, v.reason)
+            usage[step.name] = Usage()
+            scores: list[int] = []
+            for k in range(self.samples):
+                result = self.llm.run(sample_step(step, k), inp)
+                usage[step.name].add(result.usage)
+                if not result.ok:
+                    verdicts[name] = JudgeRecord(None, None, "", error=result.error, raw=result.raw)
+                    break
+                scores.append(result.value.score)
+                if k == 0:
+                    first = result.value
             else:
-                verdicts[name] = JudgeRecord(None, None, "", error=result.error, raw=result.raw)
+                if self.samples == 1:
+                    verdicts[name] = JudgeRecord(first.score, first.normalized, first.reason)
+                else:
+                    mean = sum(scores) / len(scores)
+                    verdicts[name] = JudgeRecord(mean, (mean - 1) / 4, first.reason, samples=scores)
         return verdicts, usage

@@ -9,8 +9,10 @@ identical for every version, so MLflow's compare view lines runs up.
   one metric, two names), ``hit_rate``, ``ndcg_at_k``, and ``all_hops_at_k`` for items
   with GT groups only (a mean over those items; absent when a run has none);
 * judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
-  ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored) and
-  ``judge_errors/<judge>`` (items whose verdict could not be read);
+  ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored),
+  ``judge_errors/<judge>`` (items whose verdict could not be read) and, for runs judged
+  K > 1 times per item (``--judge-samples``), ``judge_sd/<judge>`` (the mean within-item
+  SD of the K verdicts: how much the judge disagrees with itself);
 * ``items``: how many items a scope holds;
 * context figures, about what the agent returned rather than how good it was
   (logged and shown, never compared or gated): ``retrieval_n`` (items whose
@@ -125,6 +127,11 @@ def judge_errors(judge: str) -> str:
     return f"judge_errors/{judge}"
 
 
+def judge_spread(judge: str) -> str:
+    """``judge_sd/<judge>``: the judge's own noise, the mean over items of the SD of its K verdicts (1–5)."""
+    return f"judge_sd/{judge}"
+
+
 def lookup(name: str) -> Metric:
     """The metric a name stands for: a retrieval metric (or its alias) or a judge mean."""
     name = ALIASES.get(name, name)
@@ -168,6 +175,21 @@ def item_value(record: ItemRecord, name: str) -> float | None:
         return None
     return verdict.normalized if metric.normalized else float(verdict.score)
 
+
+def item_samples(record: ItemRecord, name: str) -> list[float]:
+    """Every judge verdict behind an item's judge metric (``--judge-samples``), on the metric's scale;
+    the single verdict when it was asked once. Empty when unscored."""
+    metric = lookup(name)
+    verdict = record.judges.get(metric.judge or "")
+    if verdict is None or verdict.score is None:
+        return []
+    scores = verdict.samples or [verdict.score]
+    return [(s - 1) / 4 if metric.normalized else float(s) for s in scores]
+
+
+#: The promotion rule's criterion and guard: the pre-registered primary tests of every comparison.
+CRITERION, GUARD = "correctness", "groundedness"
+PRIMARY = (CRITERION, GUARD)
 
 #: The four figures a version is summed up by: the promotion criterion and guard, recall and ranking.
 CORE = ("correctness", "groundedness", "context_recall", "mrr")

@@ -6,6 +6,10 @@ A challenger becomes champion only when, on the same golden set and judge:
 * its mean groundedness is not below the champion's minus ``tolerance`` (default 0);
 * optionally, the correctness gain is significant: its 95% paired-bootstrap interval excludes 0
   and the sign-flip p < 0.05 (the two can disagree at the edge; both must hold);
+* optionally (``[promotion] require_interval``), the intervals clear the rule itself: the lower
+  bound of the correctness Δ interval is above ``margin`` and the lower bound of the groundedness Δ
+  interval is at least ``-tolerance`` — so a challenger with no true gain is promoted in at most
+  2.5 % of evals instead of about a quarter (checked by ``benchmarks/stats_simulation.py``);
 * optionally, absolute release gates (``[gates]`` of ``ragtrack.toml``) hold.
 
 It refuses, with every reason, when the runs are not comparable, when judge
@@ -24,12 +28,13 @@ from dataclasses import dataclass, field
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems
+from ragtrack.evaluation.power import multiplier
 from ragtrack.evaluation.stats import PairedDifference
 from ragtrack.records import RunSummary
 
 #: The registry alias that names the production version.
 ALIAS = "champion"
-CRITERION, GUARD = "correctness", "groundedness"
+CRITERION, GUARD = m.CRITERION, m.GUARD
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class Rule:
     margin: float = 0.0
     tolerance: float = 0.0
     require_significance: bool = False
+    require_interval: bool = False
+    cluster: str = "document"  # what the paired statistics resample (ragtrack.evaluation.clustering)
     allow_substitutes: bool = False
     allow_partial: bool = False
     gates: Mapping[str, float] = field(default_factory=dict)
@@ -55,6 +62,11 @@ class Rule:
         text = f"correctness > champion + {self.margin:g} and groundedness >= champion - {self.tolerance:g}"
         if self.require_significance:
             text += " and the correctness gain is significant (95% CI excludes 0, p < 0.05)"
+        if self.require_interval:
+            text += (
+                f" and the 95% intervals clear it (correctness Δ low > {self.margin:g}, "
+                f"groundedness Δ low >= -{self.tolerance:g})"
+            )
         return text
 
 
@@ -102,6 +114,8 @@ class Decision:
     # Beside this decision: what the command found about earlier ones (an interrupted promotion it
     # finished recording; in a dry run, one still unfinished).
     notes: list[str] = field(default_factory=list)
+    # What a reader must know about a decision the rule allows: a gain below the set's detectable Δ.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def accepted(self) -> bool:
@@ -247,7 +261,11 @@ def decide(
             "champion_groundedness": g.mean_a,
             "challenger_groundedness_paired": g.mean_b,
             "groundedness_delta": g.delta,
+            "groundedness_ci_low": g.ci_low,
+            "groundedness_ci_high": g.ci_high,
             "paired_items": float(c.n),
+            "clusters": float(c.units),
+            "correctness_mde": multiplier() * c.se,
         }
     )
     if not c.delta > rule.margin:
@@ -267,6 +285,17 @@ def decide(
             else f"{c.n} paired items cannot reach p < 0.05"
         )
         refuse(f"the correctness gain is not significant ({why})")
+    if rule.require_interval:
+        if not c.ci_low > rule.margin:
+            refuse(
+                f"the correctness interval does not clear the margin: 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], "
+                f"lower bound not above {rule.margin:g}"
+            )
+        if g.ci_low < -rule.tolerance:
+            refuse(
+                f"the groundedness interval does not clear the tolerance: 95% CI [{g.ci_low:+.3f}, {g.ci_high:+.3f}], "
+                f"lower bound below -{rule.tolerance:g}"
+            )
     if not decision.reasons:
         decision.promoted = True
         decision.reasons.append(
@@ -274,4 +303,11 @@ def decide(
             f"(Δ {c.delta:+.3f}, 95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}]), "
             f"groundedness {g.mean_b:.3f} vs {g.mean_a:.3f} (Δ {g.delta:+.3f}) on {c.n} paired items"
         )
+        mde = decision.figures["correctness_mde"]
+        if c.se > 0 and c.delta < mde:
+            decision.warnings.append(
+                f"the correctness gain Δ {c.delta:+.3f} is below the minimum detectable Δ {mde:.3f} of these "
+                f"{c.n} items ({c.units} clusters, 80% power): it may be noise; a larger golden set, "
+                "--judge-samples or [promotion] require_interval make the decision firmer"
+            )
     return decision

@@ -71,6 +71,8 @@ class ChatParams:
     # JSON schema of the expected reply; the backend asks for it as strictly as the
     # endpoint allows (json_schema → json_object → plain prompting).
     json_schema: dict[str, Any] | None = None
+    # Asked of endpoints that take one (OpenAI, vLLM, llama.cpp); None: not sent, and not in the cache key.
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ class Step(Generic[I, O]):
     max_tokens: int = 512
     temperature: float = 0.0
     json_schema: dict[str, Any] | None = field(default=None, repr=False)
+    seed: int | None = None  # a repeated judge sample's (ragtrack.evaluation.judges)
 
     def messages(self, inp: I) -> list[Message]:
         raise NotImplementedError

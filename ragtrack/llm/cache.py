@@ -22,7 +22,10 @@ log = logging.getLogger(__name__)
 
 
 def cache_key(identity: str, messages: list[Message], params: ChatParams) -> str:
-    payload = {"backend": identity, "messages": messages, "params": asdict(params)}
+    """The key of one request. A seed is part of it only when one is sent (a repeated judge sample's), so
+    the keys of every other request are what they were before seeds existed."""
+    fields = {k: v for k, v in asdict(params).items() if not (k == "seed" and v is None)}
+    payload = {"backend": identity, "messages": messages, "params": fields}
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=list).encode()
     return hashlib.sha256(blob).hexdigest()
 

@@ -238,7 +238,7 @@ class LLM:
             return StepResult(value=step.offline(inp), usage=usage)
         self.circuit.check()
 
-        params = ChatParams(temperature=step.temperature, max_tokens=step.max_tokens, json_schema=step.json_schema)
+        params = ChatParams(step.temperature, step.max_tokens, json_schema=step.json_schema, seed=step.seed)
         messages = step.messages(inp)
         try:
             first, first_cached = self._complete(step.name, messages, params, usage)

@@ -124,6 +124,7 @@ class OpenAIBackend:
             "model": self.model,
             "messages": messages,
             "temperature": params.temperature,
+            **({"seed": params.seed} if params.seed is not None else {}),
             # Always explicit: some servers ignore max_completion_tokens and run to the context limit.
             "max_tokens": params.max_tokens,
         }

@@ -29,8 +29,9 @@ from ragtrack.records import RunSummary
 #: Metrics whose paired difference is shown per question type too (the rest: all items only).
 PER_TYPE_DELTAS = (CRITERION, "context_recall")
 PAIRED_NOTE = (
-    "Δ over the items both runs answered; 95% paired-bootstrap interval; sign-flip p; "
-    "\\* the interval excludes 0 and p < 0.05."
+    "Δ over the items both runs answered; 95% paired-bootstrap interval over clusters (GT documents by "
+    "default); sign-flip p; \\* the interval excludes 0 and p < 0.05 (Holm-adjusted, except for the "
+    "promotion rule's correctness and groundedness over all items)."
 )
 _GAP = "\u00a0" * 3  # left of every cell but the first: the UI's tables have no padding
 
@@ -132,7 +133,7 @@ def paired(a: str, b: str, rows: Sequence[MetricRow]) -> str:
             if r is None:
                 continue
             d = r.diff
-            delta = f"{d.delta:+.3f}" + (" \\*" if d.significant else "")
+            delta = f"{d.delta:+.3f}" + (" \\*" if r.significant else "")
             out.append(
                 [
                     _label(name) if scope == m.ALL else f"↳ {_scope(scope)}",

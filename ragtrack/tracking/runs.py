@@ -93,6 +93,7 @@ def eval_params(
         "corpus_passages": str(len(corpus)),
         "judge": panel.label,
         "judge_identity": panel.identity,
+        "judge_samples": str(panel.samples),
         "judge_language": panel.language,
         Param.MIN_OVERLAP: str(min_overlap),
         Param.RANK_CUTOFF: str(agent.top_k) if agent.top_k else "contexts",

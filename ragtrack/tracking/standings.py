@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.clustering import cluster_labels
 from ragtrack.evaluation.compare import compare_records, overall
 from ragtrack.evaluation.promotion import Champion, Rule, Standing, decide
 from ragtrack.records import ItemRecord, RunSummary
@@ -64,7 +65,9 @@ def standing(
     rows, changes = [], []
     if incumbent is not None and model_version != challenger.model_version:
         mine = records if records is not None else store.records(challenger.run_id)
-        rows, changes = compare_records(store.records(incumbent.run_id), mine, metrics)
+        rows, changes = compare_records(
+            store.records(incumbent.run_id), mine, metrics, cluster_labels(mine, rule.cluster)
+        )
     decision = decide(challenger, Champion(model_version, name, incumbent), rule, overall(rows) if rows else None)
     return Standing(decision, incumbent, tuple(rows), tuple(changes))
 
