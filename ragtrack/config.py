@@ -92,6 +92,35 @@ class PromotionSection(_Strict):
     require_interval: bool = False
 
 
+class MonitorSection(_Strict):
+    """``ragtrack monitor``: how much of each day it judges, and what counts as a drop."""
+
+    # Share of messages judged by groundedness and relevance (chosen by a hash of each message).
+    sample_rate: float = Field(default=0.2, ge=0.0, le=1.0)
+    # At most this many judge calls per monitor run; the sample is cut to fit, in sample order.
+    max_calls: int = Field(default=2000, ge=0)
+    # A window (app version x day) with fewer messages is never compared with the day before.
+    min_messages: int = Field(default=20, ge=1)
+    # metric -> how much worse than the previous day it may get before the monitor exits 1 (0-1 scale):
+    # dislike_rate, no_retrieval_rate, refusal_rate (rising) and like_rate, groundedness, relevance (falling).
+    max_drop: dict[str, Number] = {
+        "dislike_rate": 0.05,
+        "no_retrieval_rate": 0.05,
+        "groundedness": 0.1,
+        "relevance": 0.1,
+    }
+
+    @field_validator("max_drop")
+    @classmethod
+    def _known(cls, max_drop: dict[str, float]) -> dict[str, float]:
+        from ragtrack.production.monitor import METRICS
+
+        unknown = [k for k in max_drop if k not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {', '.join(unknown)}; expected some of: {', '.join(METRICS)}")
+        return max_drop
+
+
 class Profile(_Strict):
     """A named OpenAI-compatible endpoint: ``--llm deepseek`` or ``--judge deepseek``."""
 
@@ -116,6 +145,7 @@ class ProjectConfig(_Strict):
     eval: EvalSection = EvalSection()
     compare: CompareSection = CompareSection()
     promotion: PromotionSection = PromotionSection()
+    monitor: MonitorSection = MonitorSection()
     profiles: dict[str, Profile] = {}
     prices: dict[str, PriceSpec] = {}
     # Absolute release gates checked by ``ragtrack promote``: metric name → minimum.

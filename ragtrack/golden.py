@@ -38,6 +38,25 @@ QuestionType = Literal["A", "B", "C", "D"]
 TYPES: tuple[str, ...] = ("A", "B", "C", "D")
 
 
+class Provenance(BaseModel):
+    """Where an item came from when it was not written from the documents: production traffic
+    (``ragtrack golden propose --from-logs``). Kept with the item; not part of the digest (it changes
+    no score)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: Literal["production"] = "production"
+    messages: tuple[str, ...]  # the platform's message IDs of the cluster
+    apps: tuple[str, ...] = ()
+    users: int = 0  # distinct end users who asked
+    dislikes: int = 0
+    first_seen: str = ""  # ISO 8601, when the first of the messages was answered
+    last_seen: str = ""
+    proposed: str = ""  # the date it was proposed (YYYY-MM-DD)
+    bad_answer: str = ""  # what the app answered, which users disliked
+    complaints: tuple[str, ...] = ()  # what they wrote
+
+
 class GoldenItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -52,6 +71,7 @@ class GoldenItem(BaseModel):
     gt_groups: tuple[tuple[str, ...], ...] = ()
     # GT passage ID → fingerprint of its text when the item was written (see :func:`staleness`).
     gt_fingerprint: dict[str, str] = Field(default_factory=dict)
+    provenance: Provenance | None = None
 
     @field_validator("question")
     @classmethod
@@ -92,14 +112,16 @@ class GoldenItem(BaseModel):
         item was written, and the digest already covers the corpus as it is now, so
         two sets that differ only in recorded fingerprints measure the same thing.
         Empty ``gt_groups`` are left out too, so sets written before groups existed
-        keep their digest.
+        keep their digest, and so is the provenance (where an item came from scores nothing).
         """
-        return self.model_dump(mode="json", exclude={"gt_fingerprint", *(() if self.gt_groups else ("gt_groups",))})
+        return self.model_dump(
+            mode="json", exclude={"gt_fingerprint", "provenance", *(() if self.gt_groups else ("gt_groups",))}
+        )
 
     def to_line(self) -> str:
         """The item as one JSONL line, optional fields only when set (the form ragtrack writes)."""
         data = self.model_dump(mode="json")
-        for optional in ("tags", "gt_groups", "gt_fingerprint"):
+        for optional in ("tags", "gt_groups", "gt_fingerprint", "provenance"):
             if not data[optional]:
                 del data[optional]
         return json.dumps(data, ensure_ascii=False)

@@ -19,6 +19,8 @@ from ragtrack.evaluation.stats import p_text
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
     from ragtrack.api import CalibrationReport, ComparisonReport, EvalReport, PassageRow, VersionRow
+    from ragtrack.api.monitoring import MonitorReport
+    from ragtrack.api.triage import TriageReport
     from ragtrack.caches import Entry
     from ragtrack.evaluation.compare import ItemChange, MetricRow
     from ragtrack.evaluation.power import Power
@@ -558,4 +560,112 @@ def pull_json(r: PullReport) -> dict:
         "stored": {"messages": r.stored, "disliked": r.disliked, "liked": r.liked},
         "cursor": str(r.cursor_path),
         "exit_status": 0,
+    }
+
+
+def triage_table(report: TriageReport, limit: int) -> Table:
+    """The bad-case clusters, most evidence first: how many messages and users, why, and coverage."""
+    t = report.triage
+    table = Table(
+        title=f"Bad cases: {len(t.clusters)} of {t.all_clusters} question clusters ({t.messages} messages)",
+        title_justify="left",
+    )
+    for name, justify in (("#", "right"), ("msgs", "right"), ("users", "right"), ("dislikes", "right")):
+        table.add_column(name, justify=justify)
+    table.add_column("evidence")
+    table.add_column("golden")
+    table.add_column("question (representative)")
+    for n, c in enumerate(t.clusters[:limit], start=1):
+        golden = f"covered by {c.covered_by}" if c.covered_by else "—"
+        table.add_row(
+            str(n), str(c.messages), str(c.users), str(c.dislikes), escape(c.why()), escape(golden), escape(c.question)
+        )
+    return table
+
+
+def triage_lines(report: TriageReport) -> list[str]:
+    """What triage compared and judged, under its table."""
+    t, j = report.triage, report.judging
+    covered = sum(1 for c in t.clusters if c.covered_by)
+    lines = [
+        f"{t.questions} distinct questions in {t.all_clusters} clusters, compared by {t.space}",
+        f"judged {t.judged} message(s) without a dislike ({report.sample_rate:g} of them) by {j.label}"
+        + (f"; {j.failed} verdict(s) failed" if j.failed else ""),
+    ]
+    if covered:
+        lines.append(f"{covered} cluster(s) covered by a golden item: `golden propose --from-logs` leaves them out")
+    if j.stopped:
+        lines.append(f"judging stopped early: {j.stopped}")
+    return lines
+
+
+def _estimate(e) -> str:
+    return "—" if e is None else f"{e.value:.3f} [{e.low:.2f}, {e.high:.2f}]"
+
+
+def monitor_table(report: MonitorReport) -> Table:
+    """One row per app version and day: the rates with their 95 % intervals, and what changed."""
+    table = Table(title=f"Monitor ({report.experiment})", title_justify="left")
+    for name in ("app", "day", "msgs", "dislike rate", "groundedness", "relevance", "no retrieval", "run", "alarm"):
+        table.add_column(name, justify="right" if name == "msgs" else "left")
+    for r in report.results:
+        w, rates = r.window, r.window.rates
+        alarm = ", ".join(d.metric for d in r.comparison.drops) if r.comparison.drops else "—"
+        status = r.status + (" (partial)" if w.partial else "")
+        table.add_row(
+            escape(w.app),
+            w.day,
+            str(w.messages),
+            _estimate(rates.get("dislike_rate")),
+            _estimate(rates.get("groundedness")),
+            _estimate(rates.get("relevance")),
+            _estimate(rates.get("no_retrieval_rate")),
+            status,
+            alarm,
+        )
+    return table
+
+
+def monitor_lines(report: MonitorReport) -> list[str]:
+    """The alarms in words, what was judged, and the partial-coverage caveat."""
+    lines = []
+    if report.judging is not None:
+        j = report.judging
+        lines.append(
+            f"judged {len(j.verdicts)} message(s) by {j.label} at sample rate {report.sample_rate:g}"
+            + (f"; {j.failed} verdict(s) failed" if j.failed else "")
+        )
+    if any(r.window.partial for r in report.results):
+        lines.append(f"partial: {PARTIAL_COVERAGE}")
+    lines += [f"ALARM {d}" for d in report.alarms]
+    if report.dry_run:
+        lines.append("dry run: nothing judged or logged")
+    return lines
+
+
+def monitor_json(report: MonitorReport, exit_status: int) -> dict:
+    return {
+        "command": "monitor",
+        "experiment": report.experiment,
+        "sample_rate": report.sample_rate,
+        "windows": [
+            {
+                "app": r.window.app,
+                "day": r.window.day,
+                "status": r.status,
+                "run_id": r.run_id,
+                "coverage": sorted(r.window.coverage),
+                "metrics": r.window.metrics(),
+                "compared_with": r.comparison.previous_day,
+                "not_compared": r.comparison.skipped or None,
+                "drops": [
+                    {"metric": d.metric, "previous": d.previous, "current": d.current, "threshold": d.threshold}
+                    for d in r.comparison.drops
+                ],
+            }
+            for r in report.results
+        ],
+        "alarms": [str(d) for d in report.alarms],
+        "notes": report.notes,
+        "exit_status": exit_status,
     }

@@ -10,7 +10,9 @@ Markdown for CI),
 :mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base),
-:mod:`~ragtrack.api.production` (pull an app's production conversations) and
+:mod:`~ragtrack.api.production` (pull an app's production conversations),
+:mod:`~ragtrack.api.triage` (rank their bad cases),
+:mod:`~ragtrack.api.monitoring` (score each day's traffic) and
 :mod:`~ragtrack.api.project` (init, the MLflow UI, the cache). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
@@ -66,6 +68,8 @@ _HOMES = {
     "project": ["InitReport", "cache_entries", "init_project", "prune_cache", "ui_command"],
     "platforms": ["import_corpus"],
     "production": ["PullReport", "pull_logs"],
+    "monitoring": ["MonitorReport", "monitor"],
+    "triage": ["FromLogsReport", "Judging", "TriageReport", "propose_from_logs", "triage_logs"],
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = sorted(_WHERE)

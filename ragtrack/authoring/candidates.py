@@ -4,7 +4,9 @@ One JSON object per line: the golden item's fields (``id``, ``question``,
 ``type``, ``gt_context_ids`` — the proposer's suggestion, for the person to
 correct — ``gt_answer``, ``tags``) and the review material (``status``,
 ``suggested_gt``, ``solution_path``, ``draft_answer``, ``source_documents``,
-``proposer``, ``note``). A person edits the question and the GT, sets
+``proposer``, ``note``; from production logs also ``suggested_from``, saying
+where each suggested passage came from, and ``provenance``, which the golden
+item keeps). A person edits the question and the GT, sets
 ``status`` to ``accepted`` (or ``rejected``), and ``ragtrack golden accept``
 moves the accepted ones into the golden set after validating them against the
 corpus. ``gt_answer`` may stay empty: ``ragtrack golden answer`` writes it from
@@ -26,6 +28,7 @@ from ragtrack.files import atomic_write_text
 from ragtrack.golden import (
     GoldenItem,
     GoldenSet,
+    Provenance,
     QuestionType,
     read_models,
     rewrite_golden,
@@ -34,7 +37,7 @@ from ragtrack.golden import (
 )
 
 Status = Literal["proposed", "accepted", "rejected"]
-GOLDEN_FIELDS = ("id", "question", "type", "gt_context_ids", "gt_answer", "tags")
+GOLDEN_FIELDS = ("id", "question", "type", "gt_context_ids", "gt_answer", "tags", "provenance")
 
 
 class Candidate(BaseModel):
@@ -53,6 +56,10 @@ class Candidate(BaseModel):
     source_documents: tuple[str, ...] = ()
     proposer: str = ""
     note: str = ""
+    # From production (golden propose --from-logs): where each suggested GT passage came from, and
+    # the cluster of messages it was drawn from (kept by the golden item once accepted).
+    suggested_from: dict[str, str] = {}
+    provenance: Provenance | None = None
 
     def golden_fields(self) -> dict:
         return {k: getattr(self, k) for k in GOLDEN_FIELDS}

@@ -309,4 +309,4 @@ def show(*renderables) -> None:
 
 
 # Each module adds its commands to ``main``.
-from ragtrack.cli import corpus, decisions, evaluate, golden, judge, logs, platforms, project  # noqa: E402, F401
+from ragtrack.cli import corpus, decisions, evaluate, golden, judge, logs, monitor, platforms, project, triage  # noqa: E402, F401

@@ -111,14 +111,35 @@ def golden_stats_cmd(ctx, golden_path, corpus_path):
     )
 
 
+def _from_logs_options(f):
+    """The options of ``propose --from-logs``: which pulled messages, judged how, proposed how many."""
+    from ragtrack.cli.triage import judge_options, message_filters, triage_options
+
+    f = click.option("--limit", type=click.IntRange(min=1), help="--from-logs: at most this many candidates.")(f)
+    f = click.option(
+        "--min-users",
+        type=click.IntRange(min=0),
+        default=2,
+        show_default=True,
+        help="--from-logs: propose a cluster disliked by at least this many distinct users (0: every bad case).",
+    )(f)
+    return message_filters(judge_options(0.25, no_cache=False)(triage_options(f)))
+
+
 @golden.command("propose")
 @click.option(
     "--doc",
     "documents",
     multiple=True,
-    required=True,
     help="A document (its path in the corpus) or a folder of them; repeat it: types C and D need two or more.",
 )
+@click.option(
+    "--from-logs",
+    is_flag=True,
+    help="Propose from production instead: one candidate per bad-case cluster of `ragtrack logs triage` "
+    "that no golden item covers, with suggested GT passages and the production answer users disliked.",
+)
+@_from_logs_options
 @click.option("--types", help="Question types, comma-separated (default: A,B,C,D; C and D with two or more documents).")
 @click.option("--n", "n", default=2, show_default=True, type=click.IntRange(min=1), help="Candidates per type.")
 @click.option(
@@ -127,11 +148,33 @@ def golden_stats_cmd(ctx, golden_path, corpus_path):
 @llm_options
 @golden_options
 @click.pass_context
-def golden_propose(ctx, documents, types, n, out, llm, language, no_cache, golden_path, corpus_path):
+def golden_propose(ctx, documents, from_logs, types, n, out, llm, language, no_cache, golden_path, corpus_path, **logs):
     """Propose candidate questions of each type from documents, each with its suggested GT passages,
     a solution path and a draft answer. They go to a candidates file for review, never straight
-    into the golden set. Offline, a template proposer (headings and key sentences) stands in."""
+    into the golden set. Offline, a template proposer (headings and key sentences) stands in.
+
+    \b
+    With --from-logs, from production instead: each cluster of near-duplicate questions that users
+    disliked (see `ragtrack logs triage`) and no golden item covers becomes one candidate with the
+    question as users asked it, GT passages suggested by corpus search and by the app's own
+    contexts (each marked which, in suggested_from), a suggested type, and its provenance: the
+    message IDs, users, dates, the production answer and the users' complaints.
+
+    \b
+    Examples:
+      ragtrack golden propose --doc models/flux-dev-setup.md --doc models/vram-requirements.md
+      ragtrack golden propose --from-logs                  # clusters disliked by 2+ users
+      ragtrack golden propose --from-logs --since 2025-06-04 --min-users 3
+    """
     from ragtrack.api import propose
+
+    if from_logs:
+        if documents or types:
+            raise click.UsageError("--from-logs proposes from production: leave out --doc and --types")
+        _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, **logs)
+        return
+    if not documents:
+        raise click.UsageError("name the documents to propose from (--doc, repeatable), or pass --from-logs")
 
     wanted = [t.strip().upper() for t in (types or "").split(",") if t.strip()]
     bad = [t for t in wanted if t not in ("A", "B", "C", "D")]
@@ -167,6 +210,44 @@ def golden_propose(ctx, documents, types, n, out, llm, language, no_cache, golde
         'gt_context_ids (`ragtrack corpus search`), set "status": "accepted", then `ragtrack golden accept`.'
     )
     sys.exit(1 if report.failed else 0)
+
+
+def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_users, limit, **triage):
+    from ragtrack.api import propose_from_logs
+
+    report = propose_from_logs(
+        min_users=min_users,
+        limit=limit,
+        out=out,
+        root=ctx.obj["root"],
+        golden_path=golden_path,
+        corpus_path=corpus_path,
+        use_cache=not no_cache,
+        on_cost=lambda cost: err.print(f"judging: {cost}", highlight=False, markup=False),
+        progress=lambda line: err.print(line, highlight=False, markup=False),
+        **triage,
+    )
+    for c in report.added:
+        p = c.provenance
+        console.print(f"[bold]{escape(str(c.id))}[/] ({c.type}) {escape(str(c.question))}", highlight=False)
+        console.print(
+            f"    {len(p.messages)} message(s), {p.users} user(s), {p.dislikes} dislike(s); "
+            f"GT: {escape(', '.join(c.gt_context_ids))}",
+            highlight=False,
+            style="dim",
+        )
+    few = [q for q, why in report.skipped.items() if "--min-users" in why or "--limit" in why]
+    for question, why in report.skipped.items():
+        if question not in few:
+            err.print(f"skipped: {escape(question)} ({escape(why)})", highlight=False)
+    if few:
+        err.print(f"skipped {len(few)} weaker bad case(s) (below --min-users or beyond --limit)", highlight=False)
+    console.print(
+        f"{len(report.added)} candidate(s) from production added to {report.path}. Review each: the GT "
+        "passages in suggested_from (corpus search and the app's contexts), the question and the type; set "
+        '"status": "accepted", then `ragtrack golden accept`, `golden answer`, `golden audit`.',
+        highlight=False,
+    )
 
 
 @golden.command("accept")

@@ -280,3 +280,20 @@ def compare_paired(
         judge_samples=max((max(len(sa), len(sb)) for sa, sb in samples), default=1) if samples else 1,
         within_sd=within,
     )
+
+
+def proportion_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a rate ``successes / n`` (scipy's): unlike the normal approximation it
+    stays inside [0, 1] and does not collapse to a point at 0 of 20 dislikes. ``(0, 1)`` for ``n = 0``."""
+    if n == 0:
+        return 0.0, 1.0
+    from scipy.stats import binomtest
+
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of ``values`` (the same resampling as the paired case,
+    applied to the values themselves)."""
+    return paired_bootstrap_ci(values, confidence=confidence, seed=seed)

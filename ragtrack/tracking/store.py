@@ -89,6 +89,11 @@ class Tag:
     PRODUCTION_CONVERSATION = "ragtrack.production.conversation_id"
     PRODUCTION_CREATED = "ragtrack.production.created_at"  # ISO 8601, UTC (also the trace's start)
     PRODUCTION_COVERAGE = "ragtrack.production.coverage"  # all | rated_conversations
+    # Monitor runs (one per app version and day; see ragtrack.tracking.monitoring):
+    MONITOR_APP = "ragtrack.monitor.app"
+    MONITOR_DAY = "ragtrack.monitor.day"  # YYYY-MM-DD, UTC
+    MONITOR_DIGEST = "ragtrack.monitor.digest"  # of the window's messages and ratings
+    MONITOR_ALARM = "ragtrack.monitor.alarm"  # true when a metric dropped against the previous day
 
     @staticmethod
     def warning(code: str) -> str:

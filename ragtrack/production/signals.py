@@ -1,0 +1,95 @@
+"""What one production message says about itself without a judge: refused, retrieved nothing, retrieved
+weakly — and which messages a sampled judge reads.
+
+Triage and the monitor share these, so a message is a refusal, a "no
+retrieval" or "in the sample" by one rule everywhere. Sampling is by a hash of
+the message's identity, not a random draw: the same messages are judged on
+every run at a rate (a rerun resumes instead of judging others), and a higher
+rate judges a superset of a lower one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from ragtrack.evaluation.judges import JudgeInput
+from ragtrack.production.messages import ProductionMessage
+
+#: The judges that need no GT answer: what production traffic can be scored with.
+REFERENCE_FREE = ("groundedness", "relevance")
+#: A message whose best context scored below this retrieved weakly (platform scores are 0–1 relevance).
+LOW_RETRIEVAL_SCORE = 0.3
+#: A judge score at or below this (1–5) counts as a bad answer.
+BAD_SCORE = 2
+
+# What apps say when they will not answer: matched at the start of the answer or as the whole of it.
+_REFUSALS = re.compile(
+    r"^\W*(?:(?:sorry|unfortunately)\b.{0,40}?)?"
+    r"(?:i (?:could not|couldn't|cannot|can't|was unable to|am unable to|do not|don't) (?:find|answer|help|know)"
+    r"|(?:there is |i have )?no (?:relevant )?(?:information|answer|results?)"
+    r"|the (?:knowledge base|documents?|context) (?:does|do) not (?:contain|mention|say))"
+    r"|^\W*(?:抱歉|对不起|很遗憾)?[，,。\s]*(?:我)?(?:无法|不能|没有|未能|暂时无法)(?:找到|回答|检索到|查到|提供)"
+    r"|(?:知识库|资料|文档)中?(?:没有|未)(?:找到|包含|提到)",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(answer: str) -> bool:
+    """The answer declines ("I could not find this…", "抱歉，知识库中没有找到…") or is empty."""
+    return not answer.strip() or bool(_REFUSALS.search(answer.strip()[:200]))
+
+
+def top_retrieval_score(message: ProductionMessage) -> float | None:
+    scores = [c.score for c in message.contexts if c.score is not None]
+    return max(scores) if scores else None
+
+
+@dataclass(frozen=True)
+class Signals:
+    """A message's evidence of being a bad case, before and after judging."""
+
+    disliked: bool
+    liked: bool
+    no_retrieval: bool
+    refused: bool
+    low_retrieval: bool  # contexts came back, the best of them below the threshold
+    judged: dict[str, int]  # judge → 1–5 score, for the judges that scored it (empty: not in the sample)
+
+    @property
+    def judged_bad(self) -> bool:
+        return any(score <= BAD_SCORE for score in self.judged.values())
+
+
+def signals(message: ProductionMessage, judged: dict[str, int] | None = None, low_score: float = LOW_RETRIEVAL_SCORE):
+    top = top_retrieval_score(message)
+    return Signals(
+        disliked=message.rating == "dislike",
+        liked=message.rating == "like",
+        no_retrieval=not message.contexts,
+        refused=is_refusal(message.answer),
+        low_retrieval=top is not None and top < low_score,
+        judged=dict(judged or {}),
+    )
+
+
+def sample_point(message: ProductionMessage) -> float:
+    """Where the message falls in [0, 1): it is in a sample of rate ``r`` when this is below ``r``."""
+    digest = hashlib.sha256("\0".join(message.key).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def in_sample(message: ProductionMessage, rate: float) -> bool:
+    return sample_point(message) < rate
+
+
+def judge_input(message: ProductionMessage) -> JudgeInput:
+    """What a reference-free judge reads: the question, the answer, the contexts the app used (no GT)."""
+    return JudgeInput(message.question, message.answer, "", tuple(c.text for c in message.contexts))
+
+
+def judges_for(message: ProductionMessage) -> tuple[str, ...]:
+    """The reference-free judges that can read this message: groundedness only when the app said what it
+    retrieved (against no contexts every claim looks unsupported)."""
+    return tuple(j for j in REFERENCE_FREE if message.contexts or j != "groundedness")
