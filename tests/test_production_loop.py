@@ -383,7 +383,7 @@ def _verdicts(project: Path) -> int:
     from ragtrack.tracking.production import ProductionLog
 
     log = ProductionLog(open_store(load_config(project)))
-    return sum(1 for info in log._infos("") for a in info.assessments or () if a.name.startswith("judge/"))
+    return sum(1 for info in log.trace_infos() for a in info.assessments or () if a.name.startswith("judge/"))
 
 
 def test_monitor_logs_a_run_per_version_and_day_alarms_once_and_resumes(project, tiny_corpus):

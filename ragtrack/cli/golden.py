@@ -214,6 +214,7 @@ def golden_propose(ctx, documents, from_logs, types, n, out, llm, language, no_c
 
 def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_users, limit, **triage):
     from ragtrack.api import propose_from_logs
+    from ragtrack.cli.triage import on_stderr
 
     report = propose_from_logs(
         min_users=min_users,
@@ -223,8 +224,7 @@ def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_user
         golden_path=golden_path,
         corpus_path=corpus_path,
         use_cache=not no_cache,
-        on_cost=lambda cost: err.print(f"judging: {cost}", highlight=False, markup=False),
-        progress=lambda line: err.print(line, highlight=False, markup=False),
+        **on_stderr(),
         **triage,
     )
     for c in report.added:

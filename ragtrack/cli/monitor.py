@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ragtrack.cli import JSON_OUT, console, err, main, show, warn, write_json
-from ragtrack.cli.triage import judge_options, message_filters
+from ragtrack.cli import JSON_OUT, console, main, show, warn, write_json
+from ragtrack.cli.triage import judge_options, message_filters, on_stderr
 
 
 @main.command("monitor")
@@ -57,8 +57,7 @@ def monitor_cmd(
         max_calls=max_calls,
         dry_run=dry_run,
         use_cache=not no_cache,
-        on_cost=lambda cost: err.print(f"judging: {cost}", highlight=False, markup=False),
-        progress=lambda line: err.print(line, highlight=False, markup=False),
+        **on_stderr(),
     )
     show(view.monitor_table(report))
     for note in report.notes:

@@ -39,6 +39,14 @@ def judge_options(default_rate: float, no_cache: bool = True):
     return add
 
 
+def on_stderr() -> dict:
+    """``on_cost`` and ``progress`` for the API: the judging cost and each step on stderr."""
+    return {
+        "on_cost": lambda cost: err.print(f"judging: {cost}", highlight=False, markup=False),
+        "progress": lambda line: err.print(line, highlight=False, markup=False),
+    }
+
+
 def triage_options(f):
     """The triage knobs: cluster and coverage similarity, the weak-retrieval score."""
     from ragtrack.production.signals import LOW_RETRIEVAL_SCORE
@@ -115,8 +123,7 @@ def logs_triage(
         golden_path=golden_path,
         corpus_path=corpus_path,
         use_cache=not no_cache,
-        on_cost=lambda cost: err.print(f"judging: {cost}", highlight=False, markup=False),
-        progress=lambda line: err.print(line, highlight=False, markup=False),
+        **on_stderr(),
     )
     show(view.triage_table(report, limit))
     for line in view.triage_lines(report):

@@ -48,7 +48,7 @@ class Verdicts:
         """Trace ID → judge → score (None: the verdict failed) of every verdict ``identity`` gave."""
         names = {judge_feedback(j): j for j in REFERENCE_FREE}
         out: dict[str, dict[str, int | None]] = {}
-        for info in self.log._infos(""):
+        for info in self.log.trace_infos():
             for a in info.assessments or ():
                 if a.name in names and a.valid is not False and a.source and a.source.source_id == identity:
                     value = getattr(a, "value", None)

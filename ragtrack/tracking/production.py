@@ -105,6 +105,10 @@ class ProductionLog:
         ]
         return sorted(out, key=lambda m: (m.created_at, m.source, m.app, m.message_id))
 
+    def trace_infos(self, query: str = "") -> Iterator[TraceInfo]:
+        """The trace infos (tags, assessments, no spans) of the production traces matching ``query``."""
+        return self._infos(query)
+
     def _infos(self, query: str) -> Iterator[TraceInfo]:
         for trace in self._traces(query, spans=False):
             yield trace.info
