@@ -529,9 +529,10 @@ PARTIAL_COVERAGE = (
 def pull_lines(r: PullReport) -> list[str]:
     """What ``ragtrack logs pull`` did: pulled, new, re-rated, unresolved with reasons, what is stored."""
     apps = ", ".join(r.apps) if r.apps else r.app
+    feedbacks = f" and {r.feedbacks} feedbacks" if r.feedbacks else ""
     lines = [
-        f"pulled {r.pulled} items from {r.source} ({r.app}){' from its cursor' if r.resumed else ''}: "
-        f"{r.new} new messages, {r.updated} re-rated → experiment {r.experiment}",
+        f"pulled {r.pulled} messages{feedbacks} from {r.source} ({r.app}){' from its cursor' if r.resumed else ''}: "
+        f"{r.new} new, {r.updated} re-rated → experiment {r.experiment}",
         f"stored for {apps}: {r.stored} messages, {r.disliked} disliked, {r.liked} liked, "
         f"{r.stored - r.disliked - r.liked} unrated",
     ]
@@ -554,6 +555,7 @@ def pull_json(r: PullReport) -> dict:
         "coverage": r.coverage,
         "resumed": r.resumed,
         "pulled": r.pulled,
+        "feedbacks": r.feedbacks,
         "new": r.new,
         "updated": r.updated,
         "unresolved": dict(r.unresolved.most_common()),

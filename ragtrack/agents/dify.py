@@ -244,12 +244,18 @@ def read_message(body: Any) -> Reply:
         tokens_out=int(number(usage.get("completion_tokens")) or 0),
         cost_usd=cost or 0.0,
     )
-    resources = [r for r in metadata.get("retriever_resources") or [] if isinstance(r, dict)]
-    if resources:  # an empty list is what citations switched off look like in recent Dify versions
-        ranked = sorted(enumerate(resources), key=lambda nr: (number(nr[1].get("position")) or nr[0] + 1, nr[0]))
-        reply.contexts = [_resource_context(r, n) for n, (_, r) in enumerate(ranked, start=1)]
+    if contexts := resource_contexts(metadata.get("retriever_resources")):
+        # (an empty list is what citations switched off look like in recent Dify versions)
+        reply.contexts = contexts
         reply.problem = ""
     return reply
+
+
+def resource_contexts(resources: Any) -> list[PlatformContext]:
+    """Dify's ``retriever_resources`` (a reply's metadata, a listed message) as contexts, in ``position`` order."""
+    resources = [r for r in resources or [] if isinstance(r, dict)]
+    ranked = sorted(enumerate(resources), key=lambda nr: (number(nr[1].get("position")) or nr[0] + 1, nr[0]))
+    return [_resource_context(r, n) for n, (_, r) in enumerate(ranked, start=1)]
 
 
 def _resource_context(r: dict, rank: int) -> PlatformContext:

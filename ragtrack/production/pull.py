@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ragtrack.agents.mapping import ContextMapper
+from ragtrack.agents.mapping import ContextMapper, PlatformContext
 from ragtrack.errors import RagtrackError
 from ragtrack.files import atomic_write_json, read_text
 from ragtrack.production.messages import Coverage, ProductionMessage, hash_user
@@ -27,13 +27,17 @@ from ragtrack.records import ContextRecord
 from ragtrack.secrets import redact
 from ragtrack.tracking.production import ProductionLog, Stored
 
+#: New messages written to the store at once: every write waits for MLflow's exporter (about a second),
+#: so one write per message made a pull of 300 take minutes.
+WRITE_BATCH = 200
+
 
 @dataclass
 class PullReport:
-    """What one pull did. ``pulled``: items the platform returned; ``new``: messages stored for the
-    first time; ``updated``: stored messages whose rating changed; ``unresolved``: reason → how many
-    feedbacks or messages could not be read. ``stored`` / ``liked`` / ``disliked``: the source's
-    messages in the store afterwards."""
+    """What one pull did. ``pulled`` / ``feedbacks``: the messages and feedback records the platform
+    returned; ``new``: messages stored for the first time; ``updated``: stored messages whose rating
+    changed; ``unresolved``: reason → how many feedbacks or messages could not be read. ``stored`` /
+    ``liked`` / ``disliked``: the source's messages in the store afterwards."""
 
     source: str
     app: str
@@ -42,6 +46,7 @@ class PullReport:
     cursor_path: Path
     resumed: bool = False
     pulled: int = 0
+    feedbacks: int = 0
     new: int = 0
     updated: int = 0
     unresolved: Counter[str] = field(default_factory=Counter)
@@ -63,41 +68,57 @@ def pull(
     cursor = load_cursor(cursor_path)
     report = PullReport(source.name, source.app, log.experiment_name, source.coverage, cursor_path, bool(cursor))
     indexes: dict[str, dict[str, Stored]] = {}
+    mapping = _Mapping(mapper)
 
     def index(app: str) -> dict[str, Stored]:
         if app not in indexes:
             indexes[app] = log.index(source.name, app)
         return indexes[app]
 
-    fresh: set[tuple[str, str]] = set()  # (app, message ID) written by this pull
-    for batch in source.batches(cursor, lambda message_id: message_id in index(source.app), progress):
+    fresh: set[tuple[str, str]] = set()  # (app, message ID) stored, or to be stored, by this pull
+    pending: list[ProductionMessage] = []  # new messages not written yet: one store write per WRITE_BATCH
+    unsaved: dict | None = None  # the cursor to save once ``pending`` is in the store
+
+    def store() -> None:
+        nonlocal unsaved
+        for message, trace_id in zip(pending, log.write(pending), strict=True):
+            index(message.app)[message.message_id] = Stored(
+                trace_id, message.rating, message.comment, None, message.user
+            )
+        report.new += len(pending)
+        if pending:
+            progress(f"stored {report.new} new messages, {report.updated} re-rated")
+        pending.clear()
+        if unsaved is not None:
+            atomic_write_json(cursor_path, unsaved)
+            unsaved = None
+
+    def known(message_id: str) -> bool:
+        return message_id in index(source.app) or (source.app, message_id) in fresh
+
+    for batch in source.batches(cursor, known, progress):
         report.pulled += batch.pulled
+        report.feedbacks += batch.feedbacks
         report.unresolved.update(batch.unresolved)
-        new: list[ProductionMessage] = []
         for pulled in batch.messages:
-            message = _message(pulled, source, mapper, salt)
+            message = _message(pulled, source, mapping, salt)
             held = index(message.app).get(message.message_id)
-            if held is None:
-                if (message.app, message.message_id) not in fresh:
-                    new.append(message)
-                    fresh.add((message.app, message.message_id))
-            elif _changed(held, message.rating, message.comment):
+            if held is None and (message.app, message.message_id) not in fresh:
+                pending.append(message)
+                fresh.add((message.app, message.message_id))
+            elif held is not None and _changed(held, message.rating, message.comment):
                 index(message.app)[message.message_id] = log.rate(
                     held, message.rating, message.comment, message.rated_at
                 )
                 report.updated += 1
-        for message, trace_id in zip(new, log.write(new), strict=True):
-            index(message.app)[message.message_id] = Stored(
-                trace_id, message.rating, message.comment, None, message.user
-            )
-        report.new += len(new)
         if batch.ratings is not None:
+            store()  # what the ratings cover must be in the index first
             report.updated += _rerate(log, index(source.app), batch.ratings, {m for a, m in fresh if a == source.app})
-        if new or batch.cursor is not None:
-            progress(f"stored {report.new} new, {report.updated} re-rated")
         if batch.cursor is not None:
-            cursor = batch.cursor
-            atomic_write_json(cursor_path, cursor)
+            unsaved = batch.cursor
+        if len(pending) >= WRITE_BATCH or (unsaved is not None and not pending):
+            store()
+    store()
     for app in sorted(indexes):
         held = indexes[app]
         if held:
@@ -118,14 +139,25 @@ def load_cursor(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _message(pulled: PulledMessage, source: Source, mapper: ContextMapper, salt: str) -> ProductionMessage:
+class _Mapping:
+    """Contexts → canonical passages, each distinct segment located once per pull (an app retrieves the
+    same few hundred segments again and again, and locating a text is the slow part of a pull)."""
+
+    def __init__(self, mapper: ContextMapper):
+        self.mapper = mapper
+        self.seen: dict[PlatformContext, ContextRecord] = {}
+
+    def __call__(self, c: PlatformContext) -> ContextRecord:
+        key = replace(c, text=redact(c.text), score=None)
+        if key not in self.seen:
+            m = self.mapper.map(key)
+            self.seen[key] = ContextRecord(m.unit_id, m.text, list(m.passage_ids), None, m.mapping)
+        return replace(self.seen[key], passage_ids=list(self.seen[key].passage_ids), score=c.score)
+
+
+def _message(pulled: PulledMessage, source: Source, mapping: _Mapping, salt: str) -> ProductionMessage:
     """A pulled message as it is stored: contexts mapped, user hashed, secrets out of every text."""
-    contexts = []
-    for c in pulled.contexts:
-        mapped = mapper.map(replace(c, text=redact(c.text)))
-        contexts.append(
-            ContextRecord(mapped.unit_id, mapped.text, list(mapped.passage_ids), mapped.score, mapped.mapping)
-        )
+    contexts = [mapping(c) for c in pulled.contexts]
     feedback = pulled.feedback
     return ProductionMessage(
         message_id=pulled.message_id,

@@ -2,6 +2,7 @@
 
     python -m ragtrack.testing.dify_server --port 8080 --kb golden/kb \\
         --app-key app-demo --dataset-key dataset-demo
+    python -m ragtrack.testing.dify_server --port 8080 --traffic en   # + 300 conversations of production
 
 It stands in for a Dify app with one knowledge base (the folder, re-chunked
 Dify's way: see :mod:`ragtrack.testing.knowledge`) in the tests and in the
@@ -12,6 +13,17 @@ refuse blocking), ``GET /v1/info``, ``POST /v1/datasets/{id}/retrieve``, and the
 ``/documents/{id}/segments`` (paged, with Dify's ``has_more = len == limit``).
 Errors are ``{code, message, status}`` with real HTTP statuses; app routes
 need the app key, dataset routes the dataset key. Prices are decimal strings.
+
+Production logs, as Dify's service API serves them (``api/controllers/service_api``):
+``GET /v1/app/feedbacks`` (``page``, ``limit`` ≤ 101; ``{"data": [...]}`` newest first, no
+``has_more``), ``GET /v1/end-users/{id}`` (the end user's ``type`` and ``session_id``, the ``user``
+string the app sent), ``GET /v1/messages?conversation_id&user`` (newest ``limit`` first, returned
+oldest first; older pages by ``first_id``; ``has_more``), and ``POST /v1/messages/{id}/feedbacks``.
+Conversations are scoped to their end user: a WebApp user (``type = "browser"``) is not a service
+API user, so asking for their conversations (or a deleted one) is 404 "Conversation Not Exists.".
+``traffic`` seeds a :class:`~ragtrack.testing.traffic.TrafficPlan`: each of its app versions is an
+app of its own (key ``app-<version>`` unless ``traffic_keys`` says otherwise); ``as_of`` shows
+the traffic as it stood at a moment. Chats through ``/chat-messages`` join the conversations too.
 
 Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
 ``rate_limit_403`` (Dify Cloud's knowledge rate limit), ``no_metadata`` (a
@@ -24,10 +36,20 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from ragtrack.production.messages import epoch_ms, utc_iso
+from ragtrack.testing.conversations import (
+    Conversation,
+    ConversationLog,
+    Retrieved,
+    Turn,
+    add_traffic_options,
+    traffic_args,
+)
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
 from ragtrack.testing.server import (
     FAULTS,
@@ -42,6 +64,34 @@ from ragtrack.testing.server import (
 
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 MODES = ("chat", "advanced-chat", "agent-chat", "completion", "workflow")
+CHAT_MODES = ("chat", "advanced-chat", "agent-chat")  # the modes /messages answers for
+TENANT = str(stable_id("tenant"))
+ADMIN = str(stable_id("account", "admin"))
+
+
+@dataclass(frozen=True)
+class App:
+    key: str
+    name: str
+    mode: str
+
+    @property
+    def id(self) -> str:
+        return str(stable_id("app", self.name))
+
+
+@dataclass(frozen=True)
+class EndUser:
+    """Dify's end user: ``service_api`` ones are named by the app (``session_id`` is its ``user``
+    string); ``browser`` ones chatted on the app's web page (a session of their own)."""
+
+    app: App
+    type: str
+    session_id: str
+
+    @property
+    def id(self) -> str:
+        return str(stable_id("end-user", self.app.id, self.type, self.session_id))
 
 
 class DifyServer(LoopbackServer):
@@ -54,6 +104,10 @@ class DifyServer(LoopbackServer):
         ("POST", rf"/v1/datasets/(?P<dataset>{UUID})/(?:retrieve|hit-testing)", "retrieve"),
         ("GET", rf"/v1/datasets/(?P<dataset>{UUID})/documents", "list_documents"),
         ("GET", rf"/v1/datasets/(?P<dataset>{UUID})/documents/(?P<document>{UUID})/segments", "list_segments"),
+        ("GET", r"/v1/app/feedbacks", "app_feedbacks"),
+        ("GET", rf"/v1/end-users/(?P<end_user>{UUID})", "end_user"),
+        ("GET", r"/v1/messages", "list_messages"),
+        ("POST", rf"/v1/messages/(?P<message>{UUID})/feedbacks", "message_feedback"),
     ]
 
     def __init__(
@@ -67,6 +121,8 @@ class DifyServer(LoopbackServer):
         top_k: int = 4,
         max_chars: int = 400,
         citations: bool = True,
+        traffic=None,
+        traffic_keys: dict[str, str] | None = None,
         port: int = 0,
     ):
         super().__init__(port)
@@ -77,6 +133,26 @@ class DifyServer(LoopbackServer):
         self.knowledge = Knowledge(kb, dify_chunks, max_chars)
         self.dataset_name = dataset_name or Path(kb).resolve().name
         self.dataset_id = str(stable_id("dataset", self.dataset_name))
+        self.apps: dict[str, App] = {}  # the traffic's apps by key (the main app is app_key's, which tests change)
+        self.log = ConversationLog.from_plan(traffic) if traffic is not None else ConversationLog()
+        for version in traffic.app_versions if traffic is not None else ():
+            key = (traffic_keys or {}).get(version, f"app-{version}")
+            self.apps[key] = App(key, version, "chat")
+        self.admin_ratings: dict[str, str] = {}  # message ID → a rating given in the Dify console
+
+    @property
+    def as_of(self) -> str | None:
+        """The moment the traffic is seen at (None: everything): conversations, messages and ratings
+        after it do not exist yet."""
+        return self.log.as_of
+
+    @as_of.setter
+    def as_of(self, moment: str | None) -> None:
+        self.log.as_of = utc_iso(moment) if moment else None
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """What deleting it in Dify does: its messages are gone, its feedbacks are still listed."""
+        self.log.conversations[conversation_id].deleted = True
 
     # ---------------------------------------------------------------- shapes
     def error(self, status: int, code: str, message: str) -> Response:
@@ -149,16 +225,23 @@ class DifyServer(LoopbackServer):
         }
 
     # ---------------------------------------------------------------- app routes
+    def _app(self, request: Request) -> App | Response:
+        """The app the request's key selects, or the 401 Dify answers."""
+        token = bearer(request)
+        if token in self.apps:
+            return self.apps[token]
+        return self._auth(request, self.app_key) or App(self.app_key, "loopback app", self.app_mode)
+
     def app_info(self, request: Request) -> Response:
-        if denied := self._auth(request, self.app_key):
-            return denied
+        if isinstance(app := self._app(request), Response):
+            return app
         return Response(
             200,
             {
-                "name": "loopback app",
+                "name": app.name,
                 "description": "a stand-in Dify app",
                 "tags": [],
-                "mode": self.app_mode,
+                "mode": app.mode,
                 "author_name": "ragtrack",
             },
         )
@@ -171,11 +254,11 @@ class DifyServer(LoopbackServer):
 
     def _message(self, request: Request, chat: bool) -> Response:
         started = time.monotonic()
-        if denied := self._auth(request, self.app_key):
-            return denied
-        if chat and self.app_mode in ("completion", "workflow"):
+        if isinstance(app := self._app(request), Response):
+            return app
+        if chat and app.mode in ("completion", "workflow"):
             return self.error(400, "not_chat_app", "Please check if your app mode matches the right API route.")
-        if not chat and self.app_mode != "completion":
+        if not chat and app.mode != "completion":
             return self.error(400, "app_unavailable", "App unavailable, please check your app configurations.")
         body = request.body if isinstance(request.body, dict) else {}
         if not isinstance(body.get("inputs"), dict):
@@ -188,8 +271,11 @@ class DifyServer(LoopbackServer):
         if not question:
             return self.error(400, "invalid_param", "query is required" if chat else "query is required in input form")
         streaming = body.get("response_mode") == "streaming"
-        if self.app_mode == "agent-chat" and not streaming:
+        if app.mode == "agent-chat" and not streaming:
             return self.error(400, "invalid_param", "Agent Chat App does not support blocking mode")
+        asked_in = body.get("conversation_id") or None
+        if chat and asked_in and not self._conversation(app, EndUser(app, "service_api", str(body["user"])), asked_in):
+            return self.error(404, "not_found", "Conversation Not Exists.")
         fault = self._fault()
         if isinstance(fault, Response):
             return fault
@@ -205,8 +291,13 @@ class DifyServer(LoopbackServer):
         prompt = question + "".join(s.text for s, _ in hits)
         metadata["usage"] = self._usage(prompt, answer, time.monotonic() - started)
         message_id, task_id = str(uuid.uuid4()), str(uuid.uuid4())
-        conversation = {"conversation_id": body.get("conversation_id") or str(uuid.uuid4())} if chat else {}
-        mode = self.app_mode if chat else "completion"
+        conversation = {}
+        if chat:  # kept, as Dify keeps it: /messages lists it, /messages/{id}/feedbacks rates it
+            retrieved = [Retrieved(s.id, s.document.id, s.document.name, s.text, score) for s, score in hits]
+            turn = Turn(message_id, question, answer, retrieved, self.log.now())
+            held = self.log.answer(app.name, str(body["user"]), "api", asked_in, turn)
+            conversation = {"conversation_id": held.id}
+        mode = app.mode if chat else "completion"
         if streaming:
             head = {"task_id": task_id, "id": message_id, "message_id": message_id, **conversation}
             words = answer.split(" ")
@@ -235,6 +326,163 @@ class DifyServer(LoopbackServer):
                 "created_at": int(time.time()),
             },
         )
+
+    # ---------------------------------------------------------------- production logs
+    def _end_user(self, app: App, c: Conversation) -> EndUser:
+        if c.channel == "webapp":  # the app's web page: Dify made the user a browser session
+            return EndUser(app, "browser", str(stable_id("webapp-session", c.user)))
+        return EndUser(app, "service_api", c.user)
+
+    def _conversation(self, app: App, user: EndUser, conversation_id: str) -> Conversation | None:
+        """The conversation if ``user`` may read it, as Dify's ConversationService.get_conversation decides."""
+        c = self.log.conversations.get(conversation_id)
+        if c is None or c.app != app.name or c.deleted or not self.log.visible(c) or self._end_user(app, c) != user:
+            return None
+        return c
+
+    def _production_route(self, request: Request, chat_only: bool = False) -> App | Response:
+        if isinstance(app := self._app(request), Response):
+            return app
+        if chat_only and app.mode not in CHAT_MODES:
+            return self.error(400, "not_chat_app", "Please check if your app mode matches the right API route.")
+        return fault if isinstance(fault := self._fault(), Response) else app
+
+    def _query_int(self, request: Request, name: str, default: int, most: int) -> int | Response:
+        try:
+            value = int(request.query.get(name, default))
+        except ValueError:
+            value = 0
+        if not 1 <= value <= most:
+            return self.error(400, "invalid_param", f"{name}: Input should be between 1 and {most}")
+        return value
+
+    def app_feedbacks(self, request: Request) -> Response:
+        if isinstance(app := self._production_route(request), Response):
+            return app
+        page, limit = self._query_int(request, "page", 1, 10**9), self._query_int(request, "limit", 20, 101)
+        if isinstance(bad := page if isinstance(page, Response) else limit, Response):
+            return bad
+        feedbacks = []
+        for c in self.log.of_app(app.name, deleted=True):  # a deleted conversation's feedbacks stay listed
+            user = self._end_user(app, c).id
+            for t in self.log.visible(c):
+                rating, comment, first, last = t.rating(self.as_of)
+                if rating:
+                    feedbacks.append(_feedback(app, c, t, rating, comment, first, last, user))
+                if t.id in self.admin_ratings:
+                    feedbacks.append(_feedback(app, c, t, self.admin_ratings[t.id], None, t.created_at, t.created_at))
+        feedbacks.sort(key=lambda f: (f["created_at"], f["id"]), reverse=True)  # created_at desc, id desc
+        return Response(200, {"data": feedbacks[(page - 1) * limit : page * limit]})
+
+    def end_user(self, request: Request, end_user: str) -> Response:
+        if isinstance(app := self._production_route(request), Response):
+            return app
+        users = {u.id: (u, c) for c in self.log.of_app(app.name, deleted=True) for u in [self._end_user(app, c)]}
+        if end_user not in users:
+            return self.error(404, "end_user_not_found", "End user not found.")
+        user, first = users[end_user]
+        return Response(
+            200,
+            {
+                "id": user.id,
+                "tenant_id": TENANT,
+                "app_id": app.id,
+                "type": user.type,
+                "external_user_id": None,
+                "name": None,
+                "is_anonymous": user.type == "browser",
+                "session_id": user.session_id,
+                "created_at": _naive(first.created_at),
+                "updated_at": _naive(first.created_at),
+            },
+        )
+
+    def list_messages(self, request: Request) -> Response:
+        if isinstance(app := self._production_route(request, chat_only=True), Response):
+            return app
+        if isinstance(limit := self._query_int(request, "limit", 20, 100), Response):
+            return limit
+        if not request.query.get("conversation_id"):
+            return self.error(400, "invalid_param", "conversation_id: Field required")
+        user = EndUser(app, "service_api", request.query.get("user") or "DEFAULT-USER")
+        c = self._conversation(app, user, request.query["conversation_id"])
+        if c is None:
+            return self.error(404, "not_found", "Conversation Not Exists.")
+        turns = self.log.visible(c)
+        if first_id := request.query.get("first_id"):
+            ids = [t.id for t in turns]
+            if first_id not in ids:
+                return self.error(404, "not_found", "First Message Not Exists.")
+            turns = turns[: ids.index(first_id)]
+        shown = turns[-limit:]  # the newest `limit` before first_id, oldest first
+        data = [self._listed(c, t, turns[turns.index(t) - 1].id if turns.index(t) else None) for t in shown]
+        return Response(200, {"limit": limit, "has_more": len(turns) > limit, "data": data})
+
+    def _listed(self, c: Conversation, t: Turn, parent: str | None) -> dict[str, Any]:
+        """A message as ``/messages`` lists it (Dify's MessageListItem)."""
+        rating = t.rating(self.as_of)[0]
+        created = epoch_ms(t.created_at) // 1000
+        resources = [
+            {
+                "id": str(stable_id("resource", t.id, str(n))),
+                "message_id": t.id,
+                "position": n,
+                "dataset_id": self.dataset_id,
+                "dataset_name": self.dataset_name,
+                "document_id": r.document_id,
+                "document_name": r.document_name,
+                "data_source_type": "upload_file",
+                "segment_id": r.id,
+                "score": r.score,
+                "hit_count": 1,
+                "word_count": len(r.text),
+                "segment_position": n,
+                "index_node_hash": str(stable_id("hash", r.text)).replace("-", ""),
+                "content": r.text,
+                "summary": None,
+                "created_at": created,
+            }
+            for n, r in enumerate(t.retrieved, start=1)
+        ]
+        return {
+            "id": t.id,
+            "conversation_id": c.id,
+            "parent_message_id": parent,
+            "inputs": {},
+            "query": t.question,
+            "answer": t.answer,
+            "feedback": {"rating": rating} if rating else None,
+            "retriever_resources": resources,
+            "created_at": created,
+            "agent_thoughts": [],
+            "message_files": [],
+            "message_tokens": max(1, len(t.question) // 4),
+            "answer_tokens": max(1, len(t.answer) // 4),
+            "provider_response_latency": 1.2,
+            "total_price": "0.0000420",
+            "currency": "USD",
+            "status": "normal",
+            "error": None,
+            "extra_contents": [],
+        }
+
+    def message_feedback(self, request: Request, message: str) -> Response:
+        if isinstance(app := self._production_route(request), Response):
+            return app
+        body = request.body if isinstance(request.body, dict) else {}
+        if not body.get("user"):
+            return self.error(400, "invalid_param", "user: Field required")
+        if body.get("rating") not in ("like", "dislike", None):
+            return self.error(400, "invalid_param", "rating: Input should be 'like' or 'dislike'")
+        found = self.log.find(message)
+        user = EndUser(app, "service_api", str(body["user"]))
+        if found is None or self._conversation(app, user, found[0].id) is None:
+            return self.error(404, "not_found", "Message Not Exists.")
+        turn = found[1]
+        if body.get("rating") is None and turn.rating(self.as_of)[0] is None:
+            return self.error(400, "invalid_param", "rating cannot be None when feedback not exists")
+        self.log.rate(turn, body.get("rating"), body.get("content"))
+        return Response(200, {"result": "success"})
 
     # ---------------------------------------------------------------- knowledge routes
     def _dataset(self, request: Request, dataset: str) -> Response | None:
@@ -399,11 +647,44 @@ class DifyServer(LoopbackServer):
         return self._page(request, [self._segment(s) for s in doc.segments], {"doc_form": "text_model"})
 
 
+def _naive(iso: str) -> str:
+    """A UTC time as Dify serialises its naive UTC datetimes: ``2025-06-02T09:30:00``."""
+    return iso.removesuffix("Z")
+
+
+def _feedback(
+    app: App,
+    c: Conversation,
+    t: Turn,
+    rating: str,
+    comment: str | None,
+    created: str,
+    updated: str,
+    end_user: str | None = None,
+) -> dict[str, Any]:
+    """One feedback as ``/app/feedbacks`` lists it (MessageFeedback.to_dict): an end user's, or an admin's
+    from the console (``end_user`` None)."""
+    source = "user" if end_user else "admin"
+    return {
+        "id": str(stable_id("feedback", t.id, source)),
+        "app_id": app.id,
+        "conversation_id": c.id,
+        "message_id": t.id,
+        "rating": rating,
+        "content": comment,
+        "from_source": source,
+        "from_end_user_id": end_user,
+        "from_account_id": None if end_user else ADMIN,
+        "created_at": _naive(created),
+        "updated_at": _naive(updated),
+    }
+
+
 def from_args(argv: list[str] | None = None) -> DifyServer:
     """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking Dify's Service API over a folder.")
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--kb", required=True, help="folder of .md/.txt documents: the knowledge base")
+    parser.add_argument("--kb", help="folder of .md/.txt documents: the knowledge base")
     parser.add_argument("--app-key", default="app-loopback", help="the app's API key (Bearer)")
     parser.add_argument("--dataset-key", default="dataset-loopback", help="the knowledge API key (Bearer)")
     parser.add_argument("--dataset-name", default="", help="the knowledge base's name (default: the folder's)")
@@ -411,10 +692,12 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
     parser.add_argument("--top-k", type=int, default=4, help="segments retrieved per question")
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
+    add_traffic_options(parser)
     add_fault_option(parser, (*FAULTS, "rate_limit_403", "no_metadata", "no_citations"))
     a = parser.parse_args(argv)
+    plan, kb = traffic_args(a, parser)
     server = DifyServer(
-        a.kb,
+        kb,
         app_key=a.app_key,
         dataset_key=a.dataset_key,
         app_mode=a.app_mode,
@@ -422,8 +705,10 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         top_k=a.top_k,
         max_chars=a.max_chars,
         citations=not a.no_citations,
+        traffic=plan,
         port=a.port,
     )
+    server.as_of = a.as_of
     server.inject(*a.faults)
     return server
 
@@ -431,9 +716,13 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
     k = server.knowledge
+    apps = "".join(
+        f"; {app.name} (key {app.key}): {len(server.log.of_app(app.name))} conversations"
+        for app in server.apps.values()
+    )
     server.serve_forever(
         f"Dify-shaped {server.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
-        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments"
+        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments{apps}"
     )
 
 

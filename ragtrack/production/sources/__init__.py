@@ -57,7 +57,8 @@ class Batch:
 
     ``ratings``: the source's complete view of the app's ratings (message ID → feedback), for a source
     that reads ratings apart from messages (Dify's ``/app/feedbacks``); a stored message it does not
-    list has no rating any more. ``pulled``: the items the platform returned in this step.
+    list has no rating any more. ``pulled`` / ``feedbacks``: the messages and the feedback records the
+    platform returned in this step.
     """
 
     messages: list[PulledMessage] = field(default_factory=list)
@@ -65,6 +66,7 @@ class Batch:
     unresolved: Counter[str] = field(default_factory=Counter)
     cursor: dict | None = None
     pulled: int = 0
+    feedbacks: int = 0
 
 
 class Source(Protocol):
@@ -96,5 +98,5 @@ class SourceRequest:
 #: Source name → ``open(request) -> Source``: the names ``--from`` takes (unknown ones are refused),
 #: each a module of this package; every name of ``SOURCES`` has one.
 LOG_SOURCES: Registry[Callable[[SourceRequest], Source]] = Registry(
-    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in ("jsonl",)}
+    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in ("dify", "jsonl")}
 )

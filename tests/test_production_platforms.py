@@ -1,0 +1,191 @@
+"""``ragtrack logs pull`` from the platforms, over real HTTP against the loopback stand-ins on 127.0.0.1
+(seeded with the traffic plan of ragtrack.testing.traffic) into a real MLflow store.
+
+What each pull must find is computed from the plan by hand-written rules (which conversations Dify's
+service API can see, what each rating was at a given moment), never from what the pull returned.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import mlflow
+import pytest
+from click.testing import CliRunner
+
+from ragtrack.api import pull_logs
+from ragtrack.cli import main
+from ragtrack.config import load_config
+from ragtrack.errors import RagtrackError
+from ragtrack.production.messages import hash_user
+from ragtrack.production.sources import dify as dify_source
+from ragtrack.report import PARTIAL_COVERAGE
+from ragtrack.testing.dify_server import DifyServer
+from ragtrack.testing.server import Fault
+from ragtrack.testing.traffic import traffic_plan
+from ragtrack.tracking.production import RATING, read_messages
+from ragtrack.tracking.store import open_store
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return traffic_plan("en")
+
+
+@pytest.fixture
+def shipped(tmp_path) -> Path:
+    """A project over the shipped knowledge base (the plan's corpus)."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "golden", root / "golden")
+    (root / "pipelines").mkdir()
+    return root
+
+
+def dify_spec(project: Path, server: DifyServer, version: str, monkeypatch) -> str:
+    env = "KEY_" + version.replace("-", "_").upper()
+    monkeypatch.setenv(env, f"app-{version}")
+    (project / "pipelines" / f"{version}.toml").write_text(
+        f'[version]\nname = "{version}"\n\n[agent]\nkind = "dify"\nbase_url = "{server.base_url}"\n'
+        f'api_key_env = "{env}"\n'
+    )
+    return version
+
+
+def rating_at(m, as_of: str | None) -> str | None:
+    history = [r for at, r in m.rating_history if as_of is None or at <= as_of]
+    return history[-1] if history else None
+
+
+def service_api_view(plan, version: str, as_of: str | None = None, deleted: frozenset = frozenset()):
+    """What Dify's service API can read of one app: every message of the conversations in which an end
+    user who called the API left a rating, and how many ratings it cannot follow (by reason)."""
+    messages, webapp, gone = {}, 0, 0
+    for c in plan.conversations:
+        shown = [m for m in c.messages if c.app_version == version and (as_of is None or m.created_at <= as_of)]
+        rated = [m for m in shown if rating_at(m, as_of)]
+        if not rated:
+            continue
+        if c.channel == "webapp":
+            webapp += len(rated)
+        elif c.conversation_id in deleted:
+            gone += len(rated)
+        else:
+            messages.update({m.message_id: m for m in shown})
+    return messages, webapp, gone
+
+
+def by_id(project: Path) -> dict:
+    return {m.message_id: m for m in read_messages(open_store(load_config(project)))}
+
+
+def test_dify_service_api_pull_reads_the_rated_conversations_once_and_counts_what_it_cannot(plan, shipped, monkeypatch):
+    version = plan.app_versions[0]
+    expected, webapp, _ = service_api_view(plan, version)
+    assert webapp > 0 and len(expected) > 50  # the plan has WebApp users' ratings to report
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        first = CliRunner().invoke(
+            main, ["--root", str(shipped), "logs", "pull", "--from", "dify", "--version", version]
+        )
+        assert first.exit_code == 0, first.output
+        feedbacks = sum(1 for m in plan.messages() if m.app_version == version and m.rating)
+        assert f"pulled {len(expected)} messages and {feedbacks} feedbacks from dify ({version}): " in first.output
+        assert f"{len(expected)} new, 0 re-rated" in first.output
+        assert f"  {webapp} {dify_source.WEBAPP}" in first.output
+        assert PARTIAL_COVERAGE in first.output.replace("\n", " ")  # never a rate presented as the app's
+
+        requests_before = len(server.exchanges)
+        second = pull_logs("dify", version=version, root=shipped)
+        assert (second.new, second.updated, second.pulled) == (0, 0, 0)
+        assert second.unresolved == {dify_source.WEBAPP: webapp} and second.resumed
+        # Again: every feedback page, and one page of each rated conversation (it stops at what is stored);
+        # the end users are remembered in the cursor.
+        asked = [x.request.handler for x in server.exchanges[requests_before:]]
+        conversations = len({m.conversation_id for m in expected.values()})
+        assert asked.count("list_messages") == conversations and "end_user" not in asked
+
+    stored = by_id(shipped)
+    assert stored.keys() == expected.keys()
+    secret = (shipped / ".ragtrack" / "production" / "user-hash-secret").read_text().strip()
+    for message_id, m in expected.items():
+        got = stored[message_id]
+        assert (got.question, got.answer, got.app, got.conversation_id) == (
+            m.question,
+            m.answer,
+            version,
+            m.conversation_id,
+        )
+        assert (got.rating, got.comment) == (m.rating, m.comment if m.rating else None), message_id
+        assert got.user == hash_user(m.user, secret) and got.coverage == "rated_conversations"
+        assert [c.unit_id for c in got.contexts] == [s.segment_id for s in m.segments]
+        assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments], message_id
+
+
+def test_a_like_turned_dislike_a_day_later_overrides_the_stored_rating(plan, shipped, monkeypatch):
+    changed = [m for m in plan.messages() if len(m.rating_history) == 2]
+    assert changed and all([r for _, r in m.rating_history] == ["like", "dislike"] for m in changed)
+    m = changed[0]
+    before, after = m.rating_history[0][0], m.rating_history[1][0]
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, m.app_version, monkeypatch)
+        server.as_of = before
+        first = pull_logs("dify", version=m.app_version, root=shipped)
+        expected, _, _ = service_api_view(plan, m.app_version, before)
+        assert first.new == len(expected) and by_id(shipped)[m.message_id].rating == "like"
+
+        server.as_of = after
+        again = pull_logs("dify", version=m.app_version, root=shipped)
+        expected_now, _, _ = service_api_view(plan, m.app_version, after)
+        assert again.new == len(expected_now.keys() - expected.keys())
+        re_rated = [i for i in expected if rating_at(expected[i], before) != rating_at(expected_now[i], after)]
+        assert again.updated == len(re_rated) and m.message_id in re_rated
+        got = by_id(shipped)[m.message_id]
+        assert (got.rating, got.comment) == ("dislike", m.comment)
+        history = sorted(
+            (a.value, a.valid) for a in mlflow.get_trace(got.trace_id).info.assessments if a.name == RATING
+        )
+        assert history == [("dislike", True), ("like", False)]
+
+        # A user re-rates through the real feedback route; the next pull follows.
+        target = next(i for i, x in expected_now.items() if rating_at(x, after) == "like")
+        reply = httpx.post(
+            f"{server.base_url}/messages/{target}/feedbacks",
+            json={"rating": "dislike", "user": expected_now[target].user, "content": "not what I asked"},
+            headers={"Authorization": f"Bearer app-{m.app_version}"},
+        )
+        assert reply.json() == {"result": "success"}
+        third = pull_logs("dify", version=m.app_version, root=shipped)
+        assert (third.new, third.updated) == (0, 1)
+        assert (by_id(shipped)[target].rating, by_id(shipped)[target].comment) == ("dislike", "not what I asked")
+
+
+def test_dify_faults_rate_limits_and_deleted_conversations(plan, shipped, monkeypatch):
+    version = plan.app_versions[0]
+    as_of = f"{plan.days[0]}T23:59:59Z"  # the first day: a small pull
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        server.as_of = as_of
+        visible, _, _ = service_api_view(plan, version, as_of)
+        gone = next(iter(visible.values())).conversation_id
+        server.delete_conversation(gone)
+        admin = next(i for i, x in visible.items() if x.conversation_id != gone)
+        server.admin_ratings[admin] = "dislike"
+        server.inject(Fault("429", 0.0), Fault("500"), Fault("drop"))
+        report = pull_logs("dify", version=version, root=shipped)
+        served = [x.response.status for x in server.exchanges[:3]]
+        assert served == [429, 500, 0]  # each retried: the pull went on
+
+        expected, webapp, deleted = service_api_view(plan, version, as_of, frozenset({gone}))
+        assert deleted > 0 and report.new == len(expected)
+        want = {dify_source.DELETED: deleted, dify_source.ADMIN: 1, **({dify_source.WEBAPP: webapp} if webapp else {})}
+        assert report.unresolved == want
+        assert by_id(shipped).keys() == expected.keys()
+        assert by_id(shipped)[admin].rating == rating_at(expected[admin], as_of)  # an admin's is not the user's
+
+        monkeypatch.setenv("KEY_" + version.replace("-", "_").upper(), "app-wrong")
+        with pytest.raises(RagtrackError, match="401.*is the key the app's API key"):
+            pull_logs("dify", version=version, root=shipped)
