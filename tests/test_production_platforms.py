@@ -8,6 +8,7 @@ service API can see, what each rating was at a given moment), never from what th
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 
 import httpx
@@ -23,12 +24,14 @@ from ragtrack.production.messages import hash_user
 from ragtrack.production.sources import dify as dify_source
 from ragtrack.report import PARTIAL_COVERAGE
 from ragtrack.testing.dify_server import DifyServer
+from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.server import Fault
 from ragtrack.testing.traffic import traffic_plan
 from ragtrack.tracking.production import RATING, read_messages
 from ragtrack.tracking.store import open_store
 
 REPO = Path(__file__).resolve().parent.parent
+RAGFLOW_KEY = "ragflow-loopback-5c7e9a1b3d2f"
 
 
 @pytest.fixture(scope="module")
@@ -132,12 +135,12 @@ def test_a_like_turned_dislike_a_day_later_overrides_the_stored_rating(plan, shi
     before, after = m.rating_history[0][0], m.rating_history[1][0]
     with DifyServer(plan.corpus, traffic=plan) as server:
         dify_spec(shipped, server, m.app_version, monkeypatch)
-        server.as_of = before
+        server.log.as_of = before
         first = pull_logs("dify", version=m.app_version, root=shipped)
         expected, _, _ = service_api_view(plan, m.app_version, before)
         assert first.new == len(expected) and by_id(shipped)[m.message_id].rating == "like"
 
-        server.as_of = after
+        server.log.as_of = after
         again = pull_logs("dify", version=m.app_version, root=shipped)
         expected_now, _, _ = service_api_view(plan, m.app_version, after)
         assert again.new == len(expected_now.keys() - expected.keys())
@@ -168,7 +171,7 @@ def test_dify_faults_rate_limits_and_deleted_conversations(plan, shipped, monkey
     as_of = f"{plan.days[0]}T23:59:59Z"  # the first day: a small pull
     with DifyServer(plan.corpus, traffic=plan) as server:
         dify_spec(shipped, server, version, monkeypatch)
-        server.as_of = as_of
+        server.log.as_of = as_of
         visible, _, _ = service_api_view(plan, version, as_of)
         gone = next(iter(visible.values())).conversation_id
         server.delete_conversation(gone)
@@ -189,3 +192,69 @@ def test_dify_faults_rate_limits_and_deleted_conversations(plan, shipped, monkey
         monkeypatch.setenv("KEY_" + version.replace("-", "_").upper(), "app-wrong")
         with pytest.raises(RagtrackError, match="401.*is the key the app's API key"):
             pull_logs("dify", version=version, root=shipped)
+
+
+# ---------------------------------------------------------------------------------------------- RAGFlow
+def ragflow_spec(project: Path, server: RagflowServer, version: str, monkeypatch) -> str:
+    monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
+    (project / "pipelines" / f"{version}.toml").write_text(
+        f'[version]\nname = "{version}"\n\n[agent]\nkind = "ragflow"\nbase_url = "{server.base_url}"\n'
+        f'api_key_env = "RAGFLOW_KEY"\nchat_id = "{server.chat_of(version)}"\n'
+    )
+    return version
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["sessions-api", "v0.2x-sdk-listing"])
+def test_ragflow_sessions_are_pulled_whole_incrementally_and_re_rated(plan, shipped, monkeypatch, old):
+    version, as_of = plan.app_versions[1], f"{plan.days[3]}T12:00:00Z"
+    with RagflowServer(plan.corpus, api_key=RAGFLOW_KEY, traffic=plan, old=old) as server:
+        ragflow_spec(shipped, server, version, monkeypatch)
+        server.log.as_of = as_of
+        expected = {
+            uuid.UUID(m.message_id).hex: m
+            for m in plan.messages()
+            if m.app_version == version and m.created_at <= as_of
+        }
+        first = pull_logs("ragflow", version=version, root=shipped)
+        assert (first.pulled, first.new, first.coverage, dict(first.unresolved)) == (
+            len(expected),
+            len(expected),
+            "all",
+            {},
+        )
+        stored = by_id(shipped)
+        assert stored.keys() == expected.keys()
+        secret = (shipped / ".ragtrack" / "production" / "user-hash-secret").read_text().strip()
+        for message_id, m in expected.items():
+            got = stored[message_id]
+            assert (got.question, got.answer, got.app) == (m.question, m.answer, version), message_id
+            rating = rating_at(m, as_of)
+            assert (got.rating, got.comment) == (rating, m.comment if rating == "dislike" else None), message_id
+            assert got.user == (hash_user(m.user, secret) if m.channel == "api" else None)
+            assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments], message_id
+
+        asked = len(server.exchanges)
+        again = pull_logs("ragflow", version=version, root=shipped)
+        assert (again.new, again.updated) == (0, 0) and len(server.exchanges) - asked == 1  # one page: nothing since
+
+        # The user dislikes a liked answer; and the clock moves on to the plan's end.
+        liked = next(i for i, m in expected.items() if rating_at(m, as_of) == "like")
+        session = uuid.UUID(expected[liked].conversation_id).hex
+        reply = httpx.put(
+            f"{server.base_url}/api/v1/chats/{server.chat_of(version)}/sessions/{session}/messages/{liked}/feedback",
+            json={"thumbup": False, "feedback": "wrong version"},
+            headers={"Authorization": f"Bearer {RAGFLOW_KEY}"},
+        ).json()
+        assert reply["code"] == 0
+        server.log.as_of = None
+        server.delete_session(uuid.UUID(plan.messages()[-1].conversation_id).hex)  # gone before it was pulled
+        later = pull_logs("ragflow", version=version, root=shipped)
+        now = {
+            uuid.UUID(m.message_id).hex: m
+            for c in plan.conversations
+            if c.app_version == version and c.conversation_id != plan.messages()[-1].conversation_id
+            for m in c.messages
+        }
+        changed = {i for i, m in expected.items() if rating_at(m, as_of) != m.rating} | {liked}
+        assert (later.new, later.updated) == (len(now.keys() - expected.keys()), len(changed))
+        assert (by_id(shipped)[liked].rating, by_id(shipped)[liked].comment) == ("dislike", "wrong version")

@@ -144,7 +144,10 @@ def test_a_bad_line_is_one_error_naming_file_line_and_field_and_nothing_is_store
 
 def test_unknown_sources_and_missing_arguments_are_refused(project, tmp_path):
     result = run(project, "--from", "langfuse")
-    assert result.exit_code == 2 and "unknown log source 'langfuse'; expected one of: dify, jsonl" in result.output
+    assert (
+        result.exit_code == 2
+        and "unknown log source 'langfuse'; expected one of: dify, ragflow, jsonl" in result.output
+    )
     assert "--from jsonl needs the export" in run(project, "--from", "jsonl").output
     assert "--from mlflow needs the experiment" in run(project, "--from", "mlflow").output
     with pytest.raises(RagtrackError, match="no such file"):

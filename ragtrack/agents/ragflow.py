@@ -185,7 +185,7 @@ class RagflowAgent(PlatformAgent):
         chunks = data.get("chunks") if isinstance(data, dict) else None
         if not isinstance(chunks, list):
             raise AgentCallError("the retrieval reply has no data.chunks list")
-        return Reply("", [_chunk_context(c, n) for n, c in enumerate(chunks, start=1) if isinstance(c, dict)])
+        return Reply("", [chunk_context(c, n) for n, c in enumerate(chunks, start=1) if isinstance(c, dict)])
 
     def describe(self) -> dict[str, str]:
         t: RagflowTable = self.table
@@ -203,7 +203,7 @@ def read_chat(body: Any) -> Reply:
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
         raise AgentCallError(f"unexpected reply: {str(body)[:120]!r}")
-    answer = _CITATION.sub("", str(message.get("content") or "")).strip()
+    answer = without_citations(str(message.get("content") or ""))
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     tokens = {"tokens_in": int(number(usage.get("prompt_tokens")) or 0)}
     tokens["tokens_out"] = int(number(usage.get("completion_tokens")) or 0)
@@ -216,10 +216,15 @@ def read_chat(body: Any) -> Reply:
     chunks = [c for c in chunks or [] if isinstance(c, dict)]
     if not chunks:
         return Reply(answer, None, EMPTY_REFERENCE, **tokens)
-    return Reply(answer, [_chunk_context(c, n) for n, c in enumerate(chunks, start=1)], **tokens)
+    return Reply(answer, [chunk_context(c, n) for n, c in enumerate(chunks, start=1)], **tokens)
 
 
-def _chunk_context(c: dict, rank: int) -> PlatformContext:
+def without_citations(answer: str) -> str:
+    """An answer without the `` [ID:3]`` markers the RAGFlow UI renders as links to its chunks."""
+    return _CITATION.sub("", answer).strip()
+
+
+def chunk_context(c: dict, rank: int) -> PlatformContext:
     """A chunk as chat references (``document_name``), retrieval (``document_keyword``) or
     listings (``docnm_kwd``) name its fields."""
     return PlatformContext(

@@ -66,8 +66,17 @@ class ConversationLog:
 
     def __init__(self, conversations: list[Conversation] | None = None):
         self.conversations: dict[str, Conversation] = {c.id: c for c in conversations or []}
-        self.as_of: str | None = None
+        self._as_of: str | None = None
         self.lock = threading.Lock()
+
+    @property
+    def as_of(self) -> str | None:
+        """The moment the conversations are seen at (None: everything): what came later has not happened."""
+        return self._as_of
+
+    @as_of.setter
+    def as_of(self, moment: str | None) -> None:
+        self._as_of = utc_iso(moment) if moment else None
 
     @classmethod
     def from_plan(cls, plan) -> ConversationLog:

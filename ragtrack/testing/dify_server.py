@@ -41,7 +41,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ragtrack.production.messages import epoch_ms, utc_iso
+from ragtrack.production.messages import epoch_ms
 from ragtrack.testing.conversations import (
     Conversation,
     ConversationLog,
@@ -139,16 +139,6 @@ class DifyServer(LoopbackServer):
             key = (traffic_keys or {}).get(version, f"app-{version}")
             self.apps[key] = App(key, version, "chat")
         self.admin_ratings: dict[str, str] = {}  # message ID → a rating given in the Dify console
-
-    @property
-    def as_of(self) -> str | None:
-        """The moment the traffic is seen at (None: everything): conversations, messages and ratings
-        after it do not exist yet."""
-        return self.log.as_of
-
-    @as_of.setter
-    def as_of(self, moment: str | None) -> None:
-        self.log.as_of = utc_iso(moment) if moment else None
 
     def delete_conversation(self, conversation_id: str) -> None:
         """What deleting it in Dify does: its messages are gone, its feedbacks are still listed."""
@@ -366,7 +356,7 @@ class DifyServer(LoopbackServer):
         for c in self.log.of_app(app.name, deleted=True):  # a deleted conversation's feedbacks stay listed
             user = self._end_user(app, c).id
             for t in self.log.visible(c):
-                rating, comment, first, last = t.rating(self.as_of)
+                rating, comment, first, last = t.rating(self.log.as_of)
                 if rating:
                     feedbacks.append(_feedback(app, c, t, rating, comment, first, last, user))
                 if t.id in self.admin_ratings:
@@ -420,7 +410,7 @@ class DifyServer(LoopbackServer):
 
     def _listed(self, c: Conversation, t: Turn, parent: str | None) -> dict[str, Any]:
         """A message as ``/messages`` lists it (Dify's MessageListItem)."""
-        rating = t.rating(self.as_of)[0]
+        rating = t.rating(self.log.as_of)[0]
         created = epoch_ms(t.created_at) // 1000
         resources = [
             {
@@ -479,7 +469,7 @@ class DifyServer(LoopbackServer):
         if found is None or self._conversation(app, user, found[0].id) is None:
             return self.error(404, "not_found", "Message Not Exists.")
         turn = found[1]
-        if body.get("rating") is None and turn.rating(self.as_of)[0] is None:
+        if body.get("rating") is None and turn.rating(self.log.as_of)[0] is None:
             return self.error(400, "invalid_param", "rating cannot be None when feedback not exists")
         self.log.rate(turn, body.get("rating"), body.get("content"))
         return Response(200, {"result": "success"})
@@ -708,7 +698,7 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         traffic=plan,
         port=a.port,
     )
-    server.as_of = a.as_of
+    server.log.as_of = a.as_of
     server.inject(*a.faults)
     return server
 

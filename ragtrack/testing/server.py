@@ -188,6 +188,9 @@ class LoopbackServer:
             def do_POST(self) -> None:  # noqa: N802
                 self._serve()
 
+            def do_PUT(self) -> None:  # noqa: N802
+                self._serve()
+
             def _serve(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:

@@ -98,5 +98,5 @@ class SourceRequest:
 #: Source name → ``open(request) -> Source``: the names ``--from`` takes (unknown ones are refused),
 #: each a module of this package; every name of ``SOURCES`` has one.
 LOG_SOURCES: Registry[Callable[[SourceRequest], Source]] = Registry(
-    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in ("dify", "jsonl")}
+    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in ("dify", "ragflow", "jsonl")}
 )

@@ -1,0 +1,130 @@
+"""``--from ragflow --version NAME``: a RAGFlow chat assistant's sessions, every answered question.
+
+The version spec (``kind = "ragflow"``, with its ``chat_id``) gives the base URL and the key, as
+``eval`` uses them. ``GET /api/v1/chats/{chat_id}/sessions`` lists the assistant's sessions, most
+recently updated first (``orderby=update_time``), each with its ``messages``: a user's question, then
+the assistant's answer with the same ``id``; an answer the user rated has ``thumbup`` (true: like,
+false: dislike) and, for a dislike, the user's ``feedback``. What each answer was given from is its
+``reference``: the session's ``reference`` list holds one entry of ``chunks`` per answer, in order
+(RAGFlow since its RESTful sessions API); the SDK listing of v0.2x attached them to the messages
+instead, handing them out in order to every non-user message, the opening greeting included — so
+the references are read in order and paired with the answers in order, which is right either way.
+
+Rating a message updates its session's ``update_time``, so the next pull reads the sessions updated
+since the last one (the cursor), re-reads their messages and re-rates what changed. Every session
+is visible to the API key: the whole traffic (coverage ``all``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ragtrack.agents.endpoint import EndpointError
+from ragtrack.agents.ragflow import chunk_context, ragflow_check, without_citations
+from ragtrack.errors import RagtrackError
+from ragtrack.llm.accounting import Usage
+from ragtrack.production.messages import utc_iso
+from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
+from ragtrack.production.sources.dify import load_platform_spec, spec_endpoint
+
+PAGE = 100  # sessions per page
+
+
+class RagflowSource:
+    name = "ragflow"
+    coverage = "all"
+
+    def __init__(self, endpoint, chat_id: str, app: str):
+        self.endpoint, self.chat_id, self.app = endpoint, chat_id, app
+        self.usage = Usage()
+
+    def _page(self, page: int) -> list[dict]:
+        path = f"/api/v1/chats/{self.chat_id}/sessions"
+        params = {"page": page, "page_size": PAGE, "orderby": "update_time", "desc": "true"}
+        try:
+            reply = self.endpoint.request("GET", path, params=params, usage=self.usage, step="logs")
+        except EndpointError as e:
+            hint = " (is the key this RAGFlow's, and chat_id its assistant's?)" if e.code in ("0", "102", "109") else ""
+            raise RagtrackError(f"RAGFlow at {self.endpoint.base_url}: {path}: {e}{hint}") from None
+        data = reply.get("data") if isinstance(reply, dict) else None
+        return [s for s in data or [] if isinstance(s, dict)]
+
+    def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
+        since = int(cursor.get("update_time") or 0)  # sessions updated before it were read whole
+        newest, page, read = since, 1, 0
+        while True:
+            sessions = self._page(page)
+            fresh = [s for s in sessions if int(s.get("update_time") or 0) >= since]
+            messages = [m for s in fresh for m in session_messages(s)]
+            read += len(fresh)
+            newest = max([newest, *(int(s.get("update_time") or 0) for s in fresh)])
+            progress(f"{self.app}: {read} sessions read")
+            yield Batch(messages=messages, pulled=len(messages))
+            if len(fresh) < len(sessions) or len(sessions) < PAGE:
+                break
+            page += 1
+        # The newest update seen: the sessions listed after it (older) were all read. Saved only now,
+        # since the listing is newest first, a pull stopped half way must read them again.
+        yield Batch(cursor={"update_time": newest})
+
+
+def session_messages(session: dict) -> list[PulledMessage]:
+    """A session's answered questions: each user message with the assistant answer that follows it."""
+    messages = [m for m in session.get("messages") or [] if isinstance(m, dict)]
+    references = _references(session, messages)
+    out = []
+    answered = 0
+    for n, m in enumerate(messages):
+        if m.get("role") != "assistant" or n == 0 or messages[n - 1].get("role") != "user":
+            continue  # the opening greeting, or an assistant message that answers nothing
+        question = messages[n - 1]
+        chunks = references[answered] if answered < len(references) else []
+        answered += 1
+        thumb = m.get("thumbup")
+        feedback = None
+        if isinstance(thumb, bool):
+            feedback = UserFeedback("like" if thumb else "dislike", None if thumb else (m.get("feedback") or None))
+        session_id = str(session.get("id"))
+        out.append(
+            PulledMessage(
+                message_id=str(m.get("id") or f"{session_id}#{answered}"),
+                question=str(question.get("content") or ""),
+                answer=without_citations(str(m.get("content") or "")),
+                created_at=_time(m.get("created_at") or question.get("created_at") or session.get("create_time")),
+                contexts=[chunk_context(c, rank) for rank, c in enumerate(chunks, start=1)],
+                conversation_id=session_id,
+                user=str(session.get("user_id") or "") or None,
+                feedback=feedback,
+            )
+        )
+    return out
+
+
+def _references(session: dict, messages: list[dict]) -> list[list[dict]]:
+    """The chunks of each answer, in order: the session's ``reference`` list (one ``{"chunks": …}`` per
+    answer), or the references the v0.2x listing attached to its non-user messages, in order."""
+    if isinstance(session.get("reference"), list):
+        entries: list[Any] = session["reference"]
+    else:
+        entries = [m["reference"] for m in messages if m.get("role") != "user" and "reference" in m]
+    out = []
+    for entry in entries:
+        chunks = entry.get("chunks") if isinstance(entry, dict) else entry
+        out.append([c for c in chunks or [] if isinstance(c, dict)])
+    return out
+
+
+def _time(value: Any) -> str:
+    try:
+        return utc_iso(value)
+    except ValueError:
+        return utc_iso(0)
+
+
+def open_source(request: SourceRequest) -> RagflowSource:
+    spec = load_platform_spec(request, "ragflow")
+    table = spec.spec.agent
+    if table.retrieval_only:
+        raise RagtrackError(f"--version {spec.name}: a retrieval_only spec names no chat assistant (chat_id)")
+    return RagflowSource(spec_endpoint(spec, request, ragflow_check), str(table.chat_id), request.app or spec.name)
