@@ -15,6 +15,7 @@ import httpx
 import mlflow
 import pytest
 from click.testing import CliRunner
+from mlflow.entities import AssessmentSource, AssessmentSourceType
 
 from ragtrack.api import pull_logs
 from ragtrack.cli import main
@@ -24,6 +25,8 @@ from ragtrack.production.messages import hash_user
 from ragtrack.production.sources import dify as dify_source
 from ragtrack.report import PARTIAL_COVERAGE
 from ragtrack.testing.dify_server import DifyServer
+from ragtrack.testing.dify_traces import write_dify_traces
+from ragtrack.testing.knowledge import stable_id
 from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.server import Fault
 from ragtrack.testing.traffic import traffic_plan
@@ -258,3 +261,96 @@ def test_ragflow_sessions_are_pulled_whole_incrementally_and_re_rated(plan, ship
         changed = {i for i, m in expected.items() if rating_at(m, as_of) != m.rating} | {liked}
         assert (later.new, later.updated) == (len(now.keys() - expected.keys()), len(changed))
         assert (by_id(shipped)[liked].rating, by_id(shipped)[liked].comment) == ("dislike", "wrong version")
+
+
+# ---------------------------------------------------------------------------------------------- MLflow
+def traces_experiment(project: Path, name: str) -> str:
+    """An experiment of the project's store that an app traces into (as Dify's provider would)."""
+    store = open_store(load_config(project))
+    return store.client.create_experiment(name)
+
+
+def test_dify_chatbot_traces_are_joined_and_get_every_rating_from_app_feedbacks(plan, shipped, monkeypatch):
+    version = plan.app_versions[0]
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        written = write_dify_traces(server.log, version, traces_experiment(shipped, "dify-traces"), "chat")
+        expected = {m.message_id: m for m in plan.messages() if m.app_version == version}
+        assert written == len(expected)
+        report = pull_logs("mlflow", experiment="dify-traces", version=version, root=shipped)
+        # The whole traffic, WebApp users' messages included: their ratings join by message ID.
+        assert (report.pulled, report.new, report.coverage, dict(report.unresolved)) == (
+            len(expected),
+            len(expected),
+            "all",
+            {},
+        )
+        assert (report.disliked, report.liked) == (
+            sum(m.rating == "dislike" for m in expected.values()),
+            sum(m.rating == "like" for m in expected.values()),
+        )
+        again = pull_logs("mlflow", experiment="dify-traces", version=version, root=shipped)
+        assert (again.new, again.updated) == (0, 0)
+    stored = by_id(shipped)
+    assert stored.keys() == expected.keys()
+    secret = (shipped / ".ragtrack" / "production" / "user-hash-secret").read_text().strip()
+    for message_id, m in expected.items():
+        got = stored[message_id]
+        assert (got.source, got.app, got.question, got.answer) == ("mlflow", version, m.question, m.answer)
+        assert (got.rating, got.comment) == (m.rating, m.comment if m.rating else None), message_id
+        session = m.user if m.channel == "api" else str(stable_id("webapp-session", m.user))
+        assert got.user == hash_user(session, secret) and got.conversation_id == m.conversation_id
+        assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments], message_id
+
+
+def test_chatflow_and_workflow_traces_and_an_apps_own_traces(plan, shipped, monkeypatch):
+    version = plan.app_versions[1]
+    as_of = f"{plan.days[3]}T12:00:00Z"
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        server.log.as_of = as_of
+        write_dify_traces(server.log, version, traces_experiment(shipped, "chatflow"), "advanced-chat")
+        write_dify_traces(server.log, version, traces_experiment(shipped, "workflow"), "workflow")
+        report = pull_logs("mlflow", experiment="chatflow", version=version, root=shipped)
+        workflow = pull_logs("mlflow", experiment="workflow", app="workflow-app", root=shipped)
+    shown = [m for m in plan.messages() if m.app_version == version and m.created_at <= as_of]
+    rated = [m for m in shown if rating_at(m, as_of)]
+    webapp = sum(m.channel == "webapp" for m in rated)
+    assert report.new == workflow.new == len(shown)
+    # A chatflow run carries no message ID: its rating is matched through the conversation's /messages,
+    # which Dify lists to service API users only.
+    assert dict(report.unresolved) == ({dify_source.WEBAPP: webapp} if webapp else {})
+    assert report.liked + report.disliked == len(rated) - webapp
+    assert (workflow.liked, workflow.disliked, dict(workflow.unresolved)) == (0, 0, {})  # no spec: no ratings
+    runs = {str(stable_id("workflow-run", m.message_id)): m for m in shown}
+    for got in read_messages(open_store(load_config(shipped)), source="mlflow", app=version):
+        m = runs[got.message_id]
+        want = rating_at(m, as_of) if m.channel == "api" else None
+        assert (got.question, got.answer, got.rating) == (m.question, m.answer, want)
+        assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments]
+        assert [c.unit_id for c in got.contexts] == [s.segment_id for s in m.segments]
+
+    # An app's own traces: the question in the root span, documents from a RETRIEVER span, the end
+    # user's thumbs as HUMAN feedback; re-rated in the store, re-rated by the next pull.
+    experiment = traces_experiment(shipped, "my-app")
+    m = shown[0]
+    root = mlflow.start_span_no_context("chat", inputs={"question": m.question}, experiment_id=experiment)
+    span = mlflow.start_span_no_context("search", span_type="RETRIEVER", parent_span=root, inputs={"q": m.question})
+    span.end(outputs=[{"page_content": s.text, "metadata": {"chunk_id": s.segment_id}} for s in m.segments])
+    root.end(outputs={"answer": m.answer})
+    mlflow.flush_trace_async_logging()
+    human = AssessmentSource(AssessmentSourceType.HUMAN, "u-1")
+    thumbs = mlflow.log_feedback(trace_id=root.trace_id, name="thumbs_up", value=False, source=human, rationale="old")
+    own = pull_logs("mlflow", experiment="my-app", root=shipped)
+    (got,) = read_messages(open_store(load_config(shipped)), app="my-app")
+    assert (own.new, got.message_id, got.question, got.rating, got.comment) == (
+        1,
+        root.trace_id,
+        m.question,
+        "dislike",
+        "old",
+    )
+    assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments]
+    mlflow.override_feedback(trace_id=root.trace_id, assessment_id=thumbs.assessment_id, value=True, source=human)
+    assert pull_logs("mlflow", experiment="my-app", root=shipped).updated == 1
+    assert read_messages(open_store(load_config(shipped)), app="my-app")[0].rating == "like"

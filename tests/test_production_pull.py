@@ -18,7 +18,9 @@ from ragtrack.api import pull_logs
 from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.errors import InputError, RagtrackError
+from ragtrack.production import pull as pull_module
 from ragtrack.production.messages import hash_user
+from ragtrack.production.sources import jsonl as jsonl_source
 from ragtrack.tracking.production import RATING, ProductionLog, read_messages
 from ragtrack.tracking.store import Tag, open_store
 
@@ -146,7 +148,7 @@ def test_unknown_sources_and_missing_arguments_are_refused(project, tmp_path):
     result = run(project, "--from", "langfuse")
     assert (
         result.exit_code == 2
-        and "unknown log source 'langfuse'; expected one of: dify, ragflow, jsonl" in result.output
+        and "unknown log source 'langfuse'; expected one of: dify, ragflow, mlflow, jsonl" in result.output
     )
     assert "--from jsonl needs the export" in run(project, "--from", "jsonl").output
     assert "--from mlflow needs the experiment" in run(project, "--from", "mlflow").output
@@ -167,3 +169,44 @@ def test_secret_values_never_reach_the_store(project, tmp_path, monkeypatch):
     (message,) = stored(project)
     assert key not in message.answer and key not in (message.comment or "") and "***" in message.answer
     assert not any(key in json.dumps(t.to_dict()) for t in _all_traces(open_store(load_config(project))))
+
+
+def test_a_pull_stopped_half_way_keeps_what_it_stored_and_the_next_finishes_without_duplicates(
+    project, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(pull_module, "WRITE_BATCH", 2)  # store every two messages, so it stops between writes
+    monkeypatch.setattr(jsonl_source, "BATCH", 2)
+    export = write_jsonl(tmp_path / "export.jsonl", [record(n, message_id=f"m{n}") for n in range(7)])
+    lines: list[str] = []
+
+    def stop_after_two_writes(line: str) -> None:
+        lines.append(line)
+        if sum(line.startswith("stored ") for line in lines) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pull_logs("jsonl", path=export, root=project, progress=stop_after_two_writes)
+    assert {m.message_id for m in stored(project)} == {"m0", "m1", "m2", "m3"}
+    report = pull_logs("jsonl", path=export, root=project)
+    assert (report.new, report.stored) == (3, 7)
+    assert sorted(m.message_id for m in stored(project)) == [f"m{n}" for n in range(7)]
+
+
+def test_a_trace_left_without_its_spans_is_written_again(project, tmp_path):
+    export = write_jsonl(tmp_path / "export.jsonl", [record(1, message_id="m1", rating="dislike")])
+    # A process killed while MLflow wrote a trace leaves its root without the retrieve span: made here by
+    # hand (a kill cannot be timed to fall between two spans).
+    store = open_store(load_config(project))
+    log = ProductionLog(store)
+    root = mlflow.start_span_no_context(
+        "bot-v1",
+        inputs={"question": "half written"},
+        tags={Tag.PRODUCTION_SOURCE: "jsonl", Tag.PRODUCTION_APP: "bot-v1", Tag.PRODUCTION_MESSAGE: "m1"},
+        experiment_id=log.experiment_id,
+    )
+    root.end(outputs="")
+    mlflow.flush_trace_async_logging()
+    assert read_messages(store) == []  # not shown as a message
+    assert pull_logs("jsonl", path=export, root=project).new == 1
+    (message,) = stored(project)
+    assert (message.message_id, message.rating, message.question) == ("m1", "dislike", record(1)["question"])

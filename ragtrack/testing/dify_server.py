@@ -22,7 +22,7 @@ oldest first; older pages by ``first_id``; ``has_more``), and ``POST /v1/message
 Conversations are scoped to their end user: a WebApp user (``type = "browser"``) is not a service
 API user, so asking for their conversations (or a deleted one) is 404 "Conversation Not Exists.".
 ``traffic`` seeds a :class:`~ragtrack.testing.traffic.TrafficPlan`: each of its app versions is an
-app of its own (key ``app-<version>`` unless ``traffic_keys`` says otherwise); ``as_of`` shows
+app of its own (key ``app-<version>`` unless ``traffic_keys`` says otherwise); ``log.as_of`` shows
 the traffic as it stood at a moment. Chats through ``/chat-messages`` join the conversations too.
 
 Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,

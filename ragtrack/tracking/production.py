@@ -27,14 +27,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import mlflow
+from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
 from ragtrack.errors import StoreError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
-from ragtrack.tracking.store import Store, Tag, _quote
+from ragtrack.secrets import without_credentials
+from ragtrack.tracking.store import Store, Tag, _quote, first_line
 from ragtrack.tracking.traces import context_of, retriever_document
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
@@ -114,19 +117,7 @@ class ProductionLog:
             yield trace.info
 
     def _traces(self, query: str, *, spans: bool) -> Iterator[Trace]:
-        token = None
-        while True:
-            page = self.store.client.search_traces(
-                locations=[self.experiment_id],
-                filter_string=query or None,
-                include_spans=spans,
-                max_results=500,
-                page_token=token,
-            )
-            yield from page
-            token = page.token
-            if not token:
-                return
+        return search(self.store.client, self.experiment_id, query, spans=spans)
 
     # ------------------------------------------------------------ writing
     def write(self, messages: list[ProductionMessage]) -> list[str]:
@@ -234,6 +225,53 @@ def read_messages(
     write assessments on): optionally of one source, one app / version, and answered in
     ``[since, until)`` (ISO 8601 dates or times, UTC unless they say otherwise)."""
     return ProductionLog(store).read(source=source, app=app, since=since, until=until)
+
+
+def search(client: MlflowClient, experiment_id: str, query: str = "", *, spans: bool) -> Iterator[Trace]:
+    """Every trace of an experiment matching ``query``, oldest first, page by page."""
+    token = None
+    while True:
+        page = client.search_traces(
+            locations=[experiment_id],
+            filter_string=query or None,
+            include_spans=spans,
+            order_by=["timestamp_ms ASC"],
+            max_results=500,
+            page_token=token,
+        )
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+class TraceExperiment:
+    """An experiment of an app's own traces, perhaps on another store (``logs pull --from mlflow``)."""
+
+    USER = TraceMetadataKey.TRACE_USER  # MLflow's trace metadata: the end user, and the conversation
+    SESSION = TraceMetadataKey.TRACE_SESSION
+
+    def __init__(self, tracking_uri: str, experiment: str):
+        """``experiment``: a name or an ID."""
+        self.client = MlflowClient(tracking_uri)
+        where = without_credentials(tracking_uri)
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            if found is None and experiment.isdigit():
+                found = self.client.get_experiment(experiment)
+        except MlflowException as e:
+            raise StoreError(f"the tracking store {where}: {first_line(e.message)}") from None
+        if found is None:
+            raise StoreError(f"no experiment {experiment!r} in {where} (pass its name or ID)")
+        self.experiment_id, self.name = found.experiment_id, found.name
+
+    def traces(self, query: str = "", *, spans: bool) -> Iterator[Trace]:
+        return search(self.client, self.experiment_id, query, spans=spans)
+
+    @staticmethod
+    def session_is(conversation: str) -> str:
+        """A search filter: the traces of one conversation."""
+        return f"metadata.`{TraceExperiment.SESSION}` = {_quote(conversation)}"
 
 
 def _filter(source: str | None, app: str | None) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ragtrack.agents.mapping import PlatformContext
-from ragtrack.production.messages import Coverage, Rating
+from ragtrack.production.messages import SOURCES, Coverage, Rating
 from ragtrack.registry import Registry
 
 if TYPE_CHECKING:
@@ -98,5 +98,5 @@ class SourceRequest:
 #: Source name → ``open(request) -> Source``: the names ``--from`` takes (unknown ones are refused),
 #: each a module of this package; every name of ``SOURCES`` has one.
 LOG_SOURCES: Registry[Callable[[SourceRequest], Source]] = Registry(
-    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in ("dify", "ragflow", "jsonl")}
+    "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in SOURCES}
 )

@@ -1,0 +1,296 @@
+"""``--from mlflow EXPERIMENT``: the whole traffic an app traced into MLflow, rated or not.
+
+Two shapes are recognised, trace by trace:
+
+* **Dify's MLflow tracing provider** (see :mod:`ragtrack.testing.dify_traces` for the shape): a
+  chatbot app's ``message`` trace (question: the last user prompt message, answer: its outputs) is
+  joined to the ``dataset_retrieval`` trace with the same ``message_id`` attribute (its documents are
+  the contexts); a workflow or chatflow app's ``workflow`` trace holds the query and the answer in its
+  root span and the contexts in its Knowledge Retrieval (RETRIEVER) span. A chatbot message keeps
+  Dify's message ID; a workflow run, having none, its ``workflow_run_id``. With ``--version`` naming
+  the app's Dify spec, the ratings of ``/app/feedbacks`` are joined by message ID (a chatflow run:
+  through the conversation's ``/messages``, by question and time); otherwise Dify's traces carry no
+  rating.
+* **Your own app's traces**: the question from the root span's inputs (``question``, ``query``,
+  ``input``… or the last user message), the answer from its outputs, the contexts from its RETRIEVER
+  spans' documents, and the rating from the trace's HUMAN feedback assessments (a boolean, or
+  like/dislike, thumbs up/down); the trace's own ID identifies the message.
+
+End user and conversation come from MLflow's trace metadata (``mlflow.trace.user``,
+``mlflow.trace.session``), where Dify puts them too. Traces are read from the cursor's time on
+(with a margin for traces that reached the store late); ratings are read again from every trace's
+assessments, and from ``/app/feedbacks``, on every pull. Other Dify traces (tools, moderation,
+suggested questions, conversation names) are not answered questions and are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ragtrack.agents.dify import dify_check
+from ragtrack.agents.mapping import PlatformContext
+from ragtrack.errors import RagtrackError
+from ragtrack.production.messages import epoch_ms, utc_iso
+from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
+from ragtrack.production.sources.dify import ADMIN, WEBAPP, DifyFeedbacks, load_platform_spec, ratings_of, spec_endpoint
+from ragtrack.tracking.production import TraceExperiment
+from ragtrack.tracking.store import resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from mlflow.entities import Trace, TraceInfo
+
+MARGIN_MS = 10 * 60 * 1000  # traces reach a store out of order (Dify exports them asynchronously)
+PAGE = 200
+DIFY_AUXILIARY = {"tool", "moderation", "suggested_question", "generate_conversation_name"}
+NO_TRACE = "feedbacks on messages with no trace in the experiment (sent before tracing was on, or by another app)"
+UNMATCHED = "feedbacks whose chatflow run could not be matched to a trace of the experiment"
+_QUESTION_KEYS = ("question", "query", "input", "prompt", "user_input", "text")
+_ANSWER_KEYS = ("answer", "output", "response", "text", "result", "content")
+_LIKE = {"like", "thumbs_up", "thumbsup", "up", "positive", "good", "yes", "true", "1"}
+_DISLIKE = {"dislike", "thumbs_down", "thumbsdown", "down", "negative", "bad", "no", "false", "0"}
+
+
+class MlflowSource:
+    name = "mlflow"
+    coverage = "all"
+
+    def __init__(self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None):
+        self.experiment, self.app, self.dify = experiment, app, dify
+        self._traces = experiment.traces
+
+    def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
+        since = max(0, int(cursor.get("timestamp_ms") or 0) - MARGIN_MS)
+        runs: dict[str, str] = dict(cursor.get("runs") or {})  # Dify message ID → the chatflow run that answered it
+        retrievals: dict[str, list[PlatformContext]] = {}
+        pending: list[tuple[int, PulledMessage, bool]] = []  # (time, message, a Dify chatbot message)
+        newest = int(cursor.get("timestamp_ms") or 0)
+        read = 0
+        for trace in self._traces(f"timestamp_ms >= {since}" if since else "", spans=True):
+            read += 1
+            newest = max(newest, trace.info.request_time)
+            kind, message = _read(trace)
+            if kind == "dataset_retrieval" and message is not None:
+                retrievals[message.message_id] = message.contexts
+            elif message is not None:
+                pending.append((trace.info.request_time, message, kind == "message"))
+            if read % PAGE == 0:
+                progress(f"{self.app}: {read} traces read")
+        for _, message, chatbot in pending:
+            if chatbot:
+                message.contexts = retrievals.get(message.message_id, [])
+        progress(f"{self.app}: {read} traces read, {len(pending)} answered questions")
+        messages = [m for _, m, _ in sorted(pending, key=lambda p: (p[0], p[1].message_id))]
+        ratings, unresolved, feedbacks = self._ratings(runs, messages, known, progress)
+        for m in messages:  # stored with their ratings; the snapshot below re-rates those stored before
+            m.feedback = ratings.get(m.message_id)
+        for i in range(0, len(messages), PAGE):
+            yield Batch(messages=messages[i : i + PAGE], pulled=len(messages[i : i + PAGE]))
+        yield Batch(
+            ratings=ratings,
+            unresolved=unresolved,
+            feedbacks=feedbacks,
+            cursor={"timestamp_ms": newest, "runs": runs},
+        )
+
+    def _ratings(
+        self, runs: dict[str, str], pulled: list[PulledMessage], known: Callable[[str], bool], progress
+    ) -> tuple[dict[str, UserFeedback], Counter[str], int]:
+        """Every rating: the HUMAN feedback of every trace (own-app traces), and Dify's ``/app/feedbacks``
+        joined by message ID (a chatflow's through the runs its conversation's messages map to)."""
+        ratings: dict[str, UserFeedback] = {}
+        for trace in self._traces("", spans=False):
+            if feedback := _assessed(trace.info):
+                ratings[trace.info.trace_id] = feedback
+        unresolved: Counter[str] = Counter()
+        if self.dify is None:
+            return ratings, unresolved, 0
+        feedbacks = self.dify.feedbacks(progress)
+        by_message = ratings_of(feedbacks)
+        read = {m.message_id for m in pulled}
+        unresolved[ADMIN] += sum(f.get("from_source") != "user" for f in feedbacks)
+        for f in feedbacks:
+            message = str(f.get("message_id"))
+            if message not in by_message:
+                continue  # an admin's
+            if message not in runs and not (known(message) or message in read):
+                self._match_runs(f, runs, unresolved)
+                if message not in runs:
+                    continue
+            ratings[runs.get(message, message)] = by_message[message]
+        return ratings, +unresolved, len(feedbacks)
+
+    def _match_runs(self, feedback: dict, runs: dict[str, str], unresolved: Counter[str]) -> None:
+        """A feedback on a message no trace names: a chatflow's, whose run trace has only the conversation.
+        Its conversation's messages (read as its end user) are matched to the conversation's runs by
+        question and nearest start; ``runs`` keeps what was matched (message ID → run ID)."""
+        conversation = str(feedback.get("conversation_id"))
+        query = TraceExperiment.session_is(conversation)
+        turns = [
+            (m.message_id, m.question, epoch_ms(m.created_at))
+            for t in self._traces(query, spans=True)
+            if (read := _read(t))[0] == "workflow" and (m := read[1]) is not None
+        ]
+        if not turns:
+            unresolved[NO_TRACE] += 1
+            return
+        user = self.dify.end_user(str(feedback.get("from_end_user_id")))
+        if user is None or user.get("type") != "service_api":
+            unresolved[WEBAPP if user else UNMATCHED] += 1
+            return
+        free = [t for t in turns if t[0] not in runs.values()]
+        for m in self.dify.messages(conversation, str(user.get("session_id")), lambda _: False) or []:
+            candidates = [t for t in free if t[1] == str(m.get("query") or "")]
+            if candidates and str(m.get("id")) not in runs:
+                at = int(m.get("created_at") or 0) * 1000
+                best = min(candidates, key=lambda t: abs(t[2] - at))
+                free.remove(best)
+                runs[str(m.get("id"))] = best[0]
+        if str(feedback.get("message_id")) not in runs:
+            unresolved[UNMATCHED] += 1
+
+
+def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
+    """(kind, message) of one trace: ``dataset_retrieval`` (contexts only), ``message`` (a Dify chatbot
+    message, contexts to join), ``workflow``, ``own`` — or ``skip`` with None."""
+    spans = trace.data.spans
+    root = next((s for s in spans if s.parent_id is None), None)
+    if root is None:
+        return "skip", None
+    attributes = root.attributes or {}
+    info = trace.info
+    user = info.trace_metadata.get(TraceExperiment.USER)
+    session = info.trace_metadata.get(TraceExperiment.SESSION)
+    created = utc_iso(info.request_time / 1000)
+    if root.name in DIFY_AUXILIARY and "message_id" in attributes:
+        return "skip", None
+    if root.name == "dataset_retrieval" and "message_id" in attributes:
+        outputs = root.outputs if isinstance(root.outputs, dict) else {}
+        contexts = _contexts(outputs.get("documents"))
+        return "dataset_retrieval", PulledMessage(str(attributes["message_id"]), "", "", created, contexts)
+    if root.name == "message" and "message_id" in attributes and "conversation_mode" in attributes:
+        return "message", PulledMessage(
+            message_id=str(attributes["message_id"]),
+            question=_question(root.inputs),
+            answer=_text(root.outputs),
+            created_at=created,
+            conversation_id=str(attributes.get("conversation_id") or session or "") or None,
+            user=user,
+        )
+    if root.name == "workflow" and "workflow_run_id" in attributes:
+        retriever = [s for s in spans if s.span_type == "RETRIEVER" and s.parent_id is not None]
+        return "workflow", PulledMessage(
+            message_id=str(attributes.get("message_id") or attributes["workflow_run_id"]),
+            question=_question(root.inputs),
+            answer=_text(root.outputs),
+            created_at=created,
+            contexts=[c for s in retriever for c in _contexts(s.outputs)],
+            conversation_id=session or attributes.get("conversation_id") or None,
+            user=user,
+        )
+    question = _question(root.inputs)
+    if not question:
+        return "skip", None
+    retriever = [s for s in spans if s.span_type == "RETRIEVER"]
+    return "own", PulledMessage(
+        message_id=info.trace_id,
+        question=question,
+        answer=_text(root.outputs),
+        created_at=created,
+        contexts=[c for s in retriever for c in _contexts(s.outputs)],
+        conversation_id=session,
+        user=user,
+        feedback=_assessed(info),
+    )
+
+
+def _question(inputs: Any) -> str:
+    """The question of a root span's inputs: a string, a known key, or the last user chat message."""
+    if isinstance(inputs, str):
+        return inputs
+    if isinstance(inputs, dict):
+        for key in _QUESTION_KEYS:
+            if isinstance(inputs.get(key), str) and inputs[key].strip():
+                return inputs[key]
+        inputs = inputs.get("messages") or inputs.get("inputs")
+    if isinstance(inputs, list):
+        users = [m for m in inputs if isinstance(m, dict) and m.get("role") == "user"]
+        if users:
+            content = users[-1].get("content")
+            return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+def _text(outputs: Any) -> str:
+    """The answer of a root span's outputs: a string, a known key, the only string value, or a chat choice."""
+    if isinstance(outputs, str):
+        return outputs
+    if isinstance(outputs, dict):
+        for key in _ANSWER_KEYS:
+            if isinstance(outputs.get(key), str):
+                return outputs[key]
+        choices = outputs.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            return _text(choices[0].get("message") or choices[0].get("text"))
+        strings = [v for v in outputs.values() if isinstance(v, str)]
+        if len(strings) == 1:
+            return strings[0]
+    return "" if outputs is None else json.dumps(outputs, ensure_ascii=False)
+
+
+def _contexts(documents: Any) -> list[PlatformContext]:
+    """MLflow's (or Dify's) documents as contexts: the text, an ID (segment, chunk, doc URI) and a score."""
+    out = []
+    for rank, d in enumerate(documents if isinstance(documents, list) else [], start=1):
+        if not isinstance(d, dict):
+            continue
+        meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        unit = (
+            meta.get("segment_id") or meta.get("chunk_id") or d.get("id") or meta.get("doc_uri") or meta.get("doc_id")
+        )
+        score = meta.get("score")
+        out.append(
+            PlatformContext(
+                id=str(unit or f"document@{rank}"),
+                text=str(d.get("page_content") or ""),
+                doc_id=str(meta.get("document_id") or ""),
+                doc_name=str(meta.get("document_name") or ""),
+                score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            )
+        )
+    return out
+
+
+def _assessed(info: TraceInfo) -> UserFeedback | None:
+    """The latest valid HUMAN feedback of a trace read as a like or a dislike (None: no such feedback)."""
+    found = []
+    for a in info.assessments or ():
+        source = getattr(a.source, "source_type", "")
+        if a.valid is False or source != "HUMAN" or getattr(a, "feedback", None) is None:
+            continue
+        value = a.feedback.value
+        word = str(value).strip().lower().replace(" ", "_").replace("-", "_")
+        rating = "like" if word in _LIKE else "dislike" if word in _DISLIKE else None
+        if rating:
+            found.append((a.last_update_time_ms or a.create_time_ms or 0, rating, a.rationale, a.create_time_ms))
+    if not found:
+        return None
+    _, rating, comment, at = max(found, key=lambda f: f[0])
+    return UserFeedback(rating, comment or None, utc_iso(at / 1000) if at else None)
+
+
+def open_source(request: SourceRequest) -> MlflowSource:
+    if not request.experiment:
+        raise RagtrackError("--from mlflow needs the experiment holding the app's traces")
+    experiment = TraceExperiment(
+        request.source_uri or resolve_tracking_uri(request.config, request.tracking_uri), request.experiment
+    )
+    if experiment.name == f"{request.config.project.experiment}-production":
+        raise RagtrackError(f"{experiment.name} is where pulled messages are stored, not an app's traces")
+    dify = None
+    if request.version:
+        spec = load_platform_spec(request, "dify")
+        dify = DifyFeedbacks(spec_endpoint(spec, request, dify_check), spec.name)
+    return MlflowSource(experiment, request.app or (dify.label if dify else experiment.name), dify)

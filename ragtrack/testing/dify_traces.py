@@ -1,0 +1,222 @@
+"""Traces in the shape Dify's built-in MLflow tracing provider writes them, for the tests and the docs.
+
+Dify (``api/core/ops/mlflow_trace``) traces every run of an app into an MLflow experiment:
+
+* a **chatbot** (chat, agent-chat, completion) app writes each message as two traces: a
+  ``dataset_retrieval`` trace (one RETRIEVER span: inputs the query, outputs ``{"documents": [...]}``,
+  Dify's own documents — ``page_content`` and ``metadata`` with ``doc_id``, ``document_id``,
+  ``dataset_id``, ``score``) and a ``message`` trace (one LLM span: inputs the prompt messages,
+  outputs the answer, attributes ``message_id`` and the message's metadata —
+  ``conversation_id``, ``from_end_user_id``, ``from_source``…). They share the ``message_id``
+  attribute and nothing else;
+* a **workflow** or **chatflow** (advanced-chat) app writes each run as one ``workflow`` trace: a
+  CHAIN root span (inputs the run's variables with ``query``, outputs the run's outputs,
+  attributes ``workflow_run_id``, ``conversation_id``, ``user_id``…) with a span per node — the
+  Knowledge Retrieval node a RETRIEVER span whose outputs are MLflow documents with the node's
+  result metadata (``segment_id``, ``document_name``, ``score``, ``position``…).
+
+Both set MLflow's ``mlflow.trace.user`` (the end user's ``session_id``: the ``user`` string the app
+sent) and ``mlflow.trace.session`` (the conversation). :func:`write_dify_traces` writes a
+:class:`~ragtrack.testing.conversations.ConversationLog` app's turns that way, with the IDs the Dify
+stand-in serves, so ``logs pull --from mlflow`` can be tested against both at once.
+"""
+
+from __future__ import annotations
+
+import mlflow
+from mlflow.entities import Document, SpanType
+from mlflow.tracing.constant import SpanAttributeKey, TokenUsageKey, TraceMetadataKey
+from mlflow.tracing.provider import safe_set_span_in_context
+
+from ragtrack.production.messages import epoch_ms
+from ragtrack.testing.conversations import Conversation, ConversationLog, Turn
+from ragtrack.testing.knowledge import stable_id
+
+SHAPES = ("chat", "workflow", "advanced-chat")
+TENANT = str(stable_id("tenant"))
+DATASET = str(stable_id("dataset", "kb"))
+
+
+def session_of(c: Conversation) -> str:
+    """The end user's ``session_id`` as the Dify stand-in names it (a WebApp user has a browser session)."""
+    return str(stable_id("webapp-session", c.user)) if c.channel == "webapp" else c.user
+
+
+def end_user_of(app: str, c: Conversation) -> str:
+    """The stand-in's end-user ID for a conversation (see ``dify_server.EndUser``)."""
+    kind = "browser" if c.channel == "webapp" else "service_api"
+    return str(stable_id("end-user", str(stable_id("app", app)), kind, session_of(c)))
+
+
+def write_dify_traces(log: ConversationLog, app: str, experiment_id: str, shape: str = "chat") -> int:
+    """Every turn of ``app``'s conversations as Dify's provider traces it (``shape``: a chatbot app,
+    a workflow app, or a chatflow); how many turns were written."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}")
+    turns = 0
+    for c in log.of_app(app, deleted=True):
+        for t in log.visible(c):
+            if shape == "chat":
+                _chatbot(app, c, t, experiment_id)
+            else:
+                _workflow(app, c, t, experiment_id, shape)
+            turns += 1
+    mlflow.flush_trace_async_logging()
+    return turns
+
+
+def _ns(iso: str, seconds: float = 0.0) -> int:
+    return (epoch_ms(iso) + int(seconds * 1000)) * 1_000_000
+
+
+def _set_user(span, c: Conversation, conversation: str | None) -> None:
+    metadata = {TraceMetadataKey.TRACE_USER: session_of(c)}
+    if conversation:
+        metadata[TraceMetadataKey.TRACE_SESSION] = conversation
+    with safe_set_span_in_context(span):
+        mlflow.update_current_trace(metadata=metadata)
+
+
+def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str) -> None:
+    metadata = {
+        "conversation_id": c.id,
+        "ls_provider": "openai",
+        "ls_model_name": "gpt-4o-mini",
+        "status": "normal",
+        "from_end_user_id": end_user_of(app, c),
+        "from_account_id": None,
+        "agent_based": False,
+        "workflow_run_id": None,
+        "from_source": "api",
+        "message_id": t.id,
+        "tenant_id": TENANT,
+        "app_id": str(stable_id("app", app)),
+        "user_id": end_user_of(app, c),
+        "app_name": app,
+        "workspace_name": "loopback",
+    }
+    if t.retrieved:  # Dify traces the retrieval only when the app retrieved
+        span = mlflow.start_span_no_context(
+            "dataset_retrieval",
+            span_type=SpanType.RETRIEVER,
+            inputs=t.question,
+            attributes={"message_id": t.id, "metadata": metadata},
+            experiment_id=experiment_id,
+            start_time_ns=_ns(t.created_at),
+        )
+        documents = [
+            {
+                "page_content": r.text,
+                "vector": None,
+                "metadata": {
+                    "doc_id": str(stable_id("node", r.id)),
+                    "doc_hash": str(stable_id("hash", r.text)).replace("-", ""),
+                    "document_id": r.document_id,
+                    "dataset_id": DATASET,
+                    "score": r.score,
+                },
+                "provider": "dify",
+                "children": None,
+            }
+            for r in t.retrieved
+        ]
+        span.end(outputs={"documents": documents}, end_time_ns=_ns(t.created_at, 0.3))
+    prompt = [
+        {"role": "system", "content": "Use the following context as your learned knowledge: …"},
+        {"role": "user", "content": t.question},
+    ]
+    span = mlflow.start_span_no_context(
+        "message",
+        span_type=SpanType.LLM,
+        inputs=prompt,
+        attributes={
+            "message_id": t.id,
+            "model_provider": "openai",
+            "model_id": "gpt-4o-mini",
+            "conversation_mode": "chat",
+            "file_list": [],
+            "total_price": 0.000042,
+            **metadata,
+            SpanAttributeKey.CHAT_USAGE: {
+                TokenUsageKey.INPUT_TOKENS: 120,
+                TokenUsageKey.OUTPUT_TOKENS: 40,
+                TokenUsageKey.TOTAL_TOKENS: 160,
+            },
+        },
+        experiment_id=experiment_id,
+        start_time_ns=_ns(t.created_at),
+    )
+    _set_user(span, c, c.id)
+    span.end(outputs=t.answer, end_time_ns=_ns(t.created_at, 1.2))
+
+
+def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str) -> None:
+    chatflow = shape == "advanced-chat"
+    run = str(stable_id("workflow-run", t.id))
+    conversation = c.id if chatflow else None
+    root = mlflow.start_span_no_context(
+        "workflow",
+        span_type=SpanType.CHAIN,
+        inputs={"query": t.question},
+        attributes={
+            "workflow_id": str(stable_id("workflow", app)),
+            "conversation_id": conversation,
+            "workflow_run_id": run,
+            "tenant_id": TENANT,
+            "elapsed_time": 1.5,
+            "status": "succeeded",
+            "version": "2025-06-01 10:00:00",
+            "total_tokens": 160,
+            "file_list": [],
+            "triggered_from": "app-run",
+            "user_id": session_of(c),
+            "app_id": str(stable_id("app", app)),
+            "app_name": app,
+            "workspace_name": "loopback",
+        },
+        experiment_id=experiment_id,
+        start_time_ns=_ns(t.created_at),
+    )
+    _set_user(root, c, conversation)
+    nodes = [("Start", "start", SpanType.CHAIN, {"query": t.question}, {"query": t.question})]
+    documents = [
+        Document(
+            page_content=r.text,
+            metadata={
+                "_source": "knowledge",
+                "dataset_id": DATASET,
+                "dataset_name": "kb",
+                "document_id": r.document_id,
+                "document_name": r.document_name,
+                "document_data_source_type": "upload_file",
+                "segment_id": r.id,
+                "retriever_from": "workflow",
+                "score": r.score,
+                "segment_hit_count": 1,
+                "segment_word_count": len(r.text),
+                "segment_position": n,
+                "segment_index_node_hash": str(stable_id("hash", r.text)).replace("-", ""),
+                "doc_metadata": None,
+                "position": n,
+            },
+        )
+        for n, r in enumerate(t.retrieved, start=1)
+    ]
+    # An empty result stays the node's own outputs: Dify turns only a non-empty one into documents.
+    outputs = documents or {"result": []}
+    nodes.append(("Knowledge Retrieval", "knowledge-retrieval", SpanType.RETRIEVER, {"query": t.question}, outputs))
+    nodes.append(("LLM", "llm", SpanType.LLM, [{"role": "user", "content": t.question}], t.answer))
+    nodes.append(
+        ("Answer" if chatflow else "End", "answer" if chatflow else "end", SpanType.CHAIN, {}, {"answer": t.answer})
+    )
+    for n, (title, kind, span_type, inputs, outputs) in enumerate(nodes):
+        span = mlflow.start_span_no_context(
+            title,
+            span_type=span_type,
+            parent_span=root,
+            inputs=inputs,
+            attributes={"node_id": str(stable_id("node", run, title)), "node_type": kind, "status": "succeeded"},
+            start_time_ns=_ns(t.created_at, 0.1 * n),
+        )
+        span.end(outputs=outputs, end_time_ns=_ns(t.created_at, 0.1 * n + 0.1))
+    root.end(outputs={"answer": t.answer} if chatflow else {"result": t.answer}, end_time_ns=_ns(t.created_at, 1.5))
