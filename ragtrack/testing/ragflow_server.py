@@ -21,8 +21,9 @@ entry (``{"chunks": [...], "doc_aggs": [...]}``) per answer, in order, as RAGFlo
 its RESTful sessions API; ``--old`` lists them the SDK way of v0.2x instead: each non-user message
 gets the next reference, the opening greeting included (so the greeting shows the first answer's
 chunks, each answer the next one's, the last none: RAGFlow's listing did that).
-``PUT .../sessions/{id}/messages/{msg_id}/feedback`` rates an answer. ``traffic`` seeds a :class:`~ragtrack.testing.traffic.TrafficPlan`: one
-chat assistant per app version (``chat_of(version)``), its conversations as sessions, seen as of ``log.as_of``.
+``PUT .../sessions/{id}/messages/{msg_id}/feedback`` rates an answer. ``traffic`` seeds a
+:class:`~ragtrack.testing.traffic.TrafficPlan`: one chat assistant per app version (``chat_of(version)``),
+its conversations as sessions, seen as of ``log.as_of``.
 
 Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
 ``no_reference`` (a reply without ``reference``) and ``llm_error`` (the
