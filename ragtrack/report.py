@@ -532,7 +532,7 @@ def pull_lines(r: PullReport) -> list[str]:
     feedbacks = f" and {r.feedbacks} feedbacks" if r.feedbacks else ""
     lines = [
         f"pulled {r.pulled} messages{feedbacks} from {r.source} ({r.app}){' from its cursor' if r.resumed else ''}: "
-        f"{r.new} new, {r.updated} re-rated → experiment {r.experiment}",
+        f"{r.new} new messages, {r.updated} re-rated → experiment {r.experiment}",
         f"stored for {apps}: {r.stored} messages, {r.disliked} disliked, {r.liked} liked, "
         f"{r.stored - r.disliked - r.liked} unrated",
     ]

@@ -7,6 +7,7 @@ service API can see, what each rating was at a given moment), never from what th
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -61,6 +62,14 @@ def dify_spec(project: Path, server: DifyServer, version: str, monkeypatch) -> s
     return version
 
 
+def documented(name: str) -> list[str]:
+    """The lines of the output block under ``<!-- output: name -->`` in docs/production-loop.md."""
+    text = (REPO / "docs" / "production-loop.md").read_text(encoding="utf-8")
+    block = re.search(rf"<!-- output: {re.escape(name)} -->\n((?:    .*\n)+)", text)
+    assert block, name
+    return [line[4:] for line in block.group(1).splitlines()]
+
+
 def rating_at(m, as_of: str | None) -> str | None:
     history = [r for at, r in m.rating_history if as_of is None or at <= as_of]
     return history[-1] if history else None
@@ -100,9 +109,11 @@ def test_dify_service_api_pull_reads_the_rated_conversations_once_and_counts_wha
         assert first.exit_code == 0, first.output
         feedbacks = sum(1 for m in plan.messages() if m.app_version == version and m.rating)
         assert f"pulled {len(expected)} messages and {feedbacks} feedbacks from dify ({version}): " in first.output
-        assert f"{len(expected)} new, 0 re-rated" in first.output
+        assert f"{len(expected)} new messages, 0 re-rated" in first.output
         assert f"  {webapp} {dify_source.WEBAPP}" in first.output
-        assert PARTIAL_COVERAGE in first.output.replace("\n", " ")  # never a rate presented as the app's
+        assert PARTIAL_COVERAGE in first.output  # never a rate presented as the app's
+        for line in documented("dify pull"):  # docs/production-loop.md shows this pull's summary, as printed
+            assert line in first.output.splitlines(), line
 
         requests_before = len(server.exchanges)
         second = pull_logs("dify", version=version, root=shipped)

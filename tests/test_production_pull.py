@@ -67,10 +67,10 @@ def test_a_jsonl_export_is_stored_once_with_mapped_contexts_hashed_users_and_rat
 
     first = run(project, "--from", "jsonl", str(export))
     assert first.exit_code == 0, first.output
-    assert "pulled 4 messages from jsonl (export): 4 new, 0 re-rated" in first.output
+    assert "pulled 4 messages from jsonl (export): 4 new messages, 0 re-rated" in first.output
     assert "stored for bot-v1, bot-v2: 4 messages, 1 disliked, 1 liked, 2 unrated" in first.output
     second = run(project, "--from", "jsonl", str(export))
-    assert "pulled 4 messages from jsonl (export): 0 new, 0 re-rated" in second.output, second.output
+    assert "pulled 4 messages from jsonl (export): 0 new messages, 0 re-rated" in second.output, second.output
 
     messages = {m.question.split(":")[0]: m for m in stored(project)}
     assert len(messages) == 4 and {m.source for m in messages.values()} == {"jsonl"}
