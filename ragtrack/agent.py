@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -114,6 +114,28 @@ class AgentOutput:
     def passage_ids(self) -> list[str]:
         """Canonical IDs in rank order; an unmapped context takes its rank as ``unmapped:<unit id>``."""
         return ranked_passage_ids(self.contexts)
+
+    def to_json(self) -> dict:
+        """Everything the output says, as JSON values: how an answer made in another process (a Spark
+        executor) reaches the scoring of this one unchanged (:meth:`from_json` reads it back)."""
+        data = asdict(self)
+        data["usage"] = {step: u.to_json() for step, u in self.usage.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> AgentOutput:
+        def context(c: dict) -> RetrievedContext:
+            return RetrievedContext(**{**c, "passage_ids": tuple(c["passage_ids"])})
+
+        stages = [Stage(**{**s, "contexts": tuple(context(c) for c in s["contexts"])}) for s in data["stages"]]
+        return cls(
+            **{
+                **data,
+                "contexts": [context(c) for c in data["contexts"]],
+                "usage": {step: Usage.from_json(u) for step, u in data["usage"].items()},
+                "stages": stages,
+            }
+        )
 
 
 def answer_timed(agent: Agent, question: str) -> AgentOutput:

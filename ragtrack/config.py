@@ -121,6 +121,15 @@ class MonitorSection(_Strict):
         return max_drop
 
 
+class SparkSection(_Strict):
+    """Where ``ragtrack eval --engine spark`` runs (``--master`` overrides ``master``)."""
+
+    # local[*]: every core of this machine; spark://host:7077, yarn or k8s://…: a cluster.
+    master: str = "local[*]"
+    # Spark settings passed as they are: spark.executor.memory, spark.executorEnv.<VAR>, …
+    conf: dict[str, str] = {}
+
+
 class Profile(_Strict):
     """A named OpenAI-compatible endpoint: ``--llm deepseek`` or ``--judge deepseek``."""
 
@@ -146,6 +155,7 @@ class ProjectConfig(_Strict):
     compare: CompareSection = CompareSection()
     promotion: PromotionSection = PromotionSection()
     monitor: MonitorSection = MonitorSection()
+    spark: SparkSection = SparkSection()
     profiles: dict[str, Profile] = {}
     prices: dict[str, PriceSpec] = {}
     # Absolute release gates checked by ``ragtrack promote``: metric name → minimum.

@@ -46,6 +46,28 @@ def embedder():
     return Embedder(resolve_model("sentence-transformers/all-MiniLM-L6-v2", None, "embedding"))
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One Spark local[2] for the session (starting one takes seconds), as the Spark engine makes it:
+    quiet, loopback only. ``--engine spark`` in any test finds it running."""
+    from ragtrack.engines.spark import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def shipped(tmp_path_factory):
+    """A project of the shipped pipelines, examples and golden set, and v1 evaluated there (local engine)."""
+    from ragtrack.api import evaluate
+
+    root = tmp_path_factory.mktemp("shipped") / "project"
+    for folder in ("pipelines", "golden", "examples"):
+        shutil.copytree(REPO / folder, root / folder)
+    return root, evaluate("v1", root=root)
+
+
 @pytest.fixture
 def tiny_corpus():
     from ragtrack.corpus import load_corpus

@@ -19,23 +19,25 @@ from pydantic import ConfigDict, validate_call
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
+from ragtrack.engines import ENGINES, Engine, VersionSource, Work, make_engine
+from ragtrack.engines.local import LocalEngine
 from ragtrack.errors import RagtrackError, warning_summary
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.promotion import Rule
-from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, run_items
+from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, ItemSink
 from ragtrack.golden import GoldenSet, check_ready, load_golden
 from ragtrack.llm import make_llm
 from ragtrack.llm.accounting import Accounting, Usage
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
 from ragtrack.tracking import runs
-from ragtrack.tracking.models import ModelRef, ensure_version_model, spec_change
+from ragtrack.tracking.models import ModelRef, ensure_version_model, model_uri, spec_change
 from ragtrack.tracking.promotion import unfinished
 from ragtrack.tracking.source import source_tags
-from ragtrack.tracking.store import Store, local_database, open_store, resolve_tracking_uri
+from ragtrack.tracking.store import Store, Tag, local_database, open_store, resolve_tracking_uri
 
 
 @dataclass
@@ -135,6 +137,8 @@ class EvalSession:
     gates: dict[str, float] = field(default_factory=dict)  # the project's release gates, for the run's dry decision
     limits: dict[str, str] = field(default_factory=dict)  # caution code → message (see EvalReport.limits)
     cluster: str = "document"  # what the comparison with the champion resamples ([compare] cluster)
+    engine: Engine = field(default_factory=LocalEngine)  # where the items are answered and judged
+    source: VersionSource | None = None  # what an engine outside this process rebuilds the version from
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,11 @@ class EvalOptions:
     fresh: bool = False
     allow_stale: bool = False
     judge_samples: int | None = None  # None: [eval] judge_samples
+    engine: str = "local"
+    master: str | None = None
 
     def __post_init__(self) -> None:
+        ENGINES.check(self.engine)
         # As the CLI's --limit: a whole number of items from 1 (0 would log an empty "complete" run).
         if self.limit is not None and (
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
@@ -192,6 +199,8 @@ def evaluate(
     fresh: bool = False,
     allow_stale: bool = False,
     judge_samples: int | None = None,
+    engine: str = "local",
+    master: str | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
@@ -203,6 +212,8 @@ def evaluate(
     (``fresh=True`` starts over). Items without a GT answer, or whose GT passages
     changed since they were written, are refused (``allow_stale`` scores the latter).
     ``judge_samples`` asks each LLM judge that many times per item (default ``[eval] judge_samples``).
+    ``engine`` answers and judges the items here (``local``) or on Spark (``spark``, on ``master``,
+    default ``[spark] master`` of ragtrack.toml): the same records, the same run.
     """
     progress = progress or Progress()
     options = EvalOptions(
@@ -218,6 +229,8 @@ def evaluate(
         fresh,
         allow_stale,
         judge_samples,
+        engine,
+        master,
     )
     session = prepare_eval(version, options, progress)
     with ends_run_on_error(session):
@@ -245,6 +258,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     """Load the inputs, open the store, build the agent and the judges, and start (or reopen) the run."""
     o, progress = options, progress or Progress()
     config = load_config(o.root)
+    engine = make_engine(o.engine, config, o.master)  # a --master without --engine spark fails before any work
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
     spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
@@ -312,7 +326,11 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             checkpoint.remove()
             header, done, build_usage = {}, {}, {}
         params = runs.eval_params(spec, corpus, golden, panel, agent, model, min_overlap)
-        tags = {**runs.eval_tags(spec, golden, panel, agent, model, full, limits), **source_tags(o.root)}
+        tags = {
+            **runs.eval_tags(spec, golden, panel, agent, model, full, limits),
+            Tag.ENGINE: engine.label,
+            **source_tags(o.root),
+        }
         run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
         runs.log_golden_dataset(store, run_id, golden, stale)
         checkpoint.start({"run_id": run_id, "version": spec.name, "runtime": agent.identity.runtime})
@@ -335,6 +353,15 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             dict(config.gates),
             limits,
             config.compare.cluster,
+            engine,
+            VersionSource(
+                model_uri(store, model),
+                str(Path(corpus.source).resolve()),
+                corpus.digest,
+                str(Path(o.root).resolve()),
+                o.judge or config.eval.judge,
+                o.use_cache,
+            ),
         )
     except BaseException:
         checkpoint.release()
@@ -344,16 +371,9 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
 def run_eval(session: EvalSession, progress: Progress | None = None) -> EvalOutcome:
     """Answer and score every item not finished yet (each one checkpointed as it finishes)."""
     progress = progress or Progress()
-    golden = session.golden
-    progress.on_start(len(golden), len([i for i in golden.items if i.id in session.done]))
-    return run_items(
-        golden,
-        session.agent,
-        session.panel,
-        done=session.done,
-        checkpoint=session.checkpoint,
-        on_item=progress.on_item,
-    )
+    sink = ItemSink(session.golden, session.done, session.checkpoint, progress.on_item)
+    progress.on_start(len(session.golden), sink.resumed)
+    return session.engine.run(Work(session.agent, session.panel, sink, session.source, progress.on_stage))
 
 
 def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
@@ -368,7 +388,8 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         for step, figures in steps_summary.items():
             for name, value in figures.items():
                 metrics[m.usage_key(who, step, name)] = m.for_display(value)
-    metrics[m.PEAK_IN_FLIGHT] = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
+    here = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
+    metrics[m.PEAK_IN_FLIGHT] = here if outcome.peak_in_flight is None else max(here, outcome.peak_in_flight)
 
     findings = diagnose(metrics, records)
     runs.record_eval(

@@ -117,7 +117,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     warnings.filterwarnings("ignore", category=UserWarning, module="mlflow")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    for name in ("mlflow", "alembic", "transformers", "sentence_transformers", "httpx", "faiss", "urllib3"):
+    for name in ("mlflow", "alembic", "transformers", "sentence_transformers", "httpx", "faiss", "urllib3", "py4j"):
         logging.getLogger(name).setLevel(logging.ERROR)
     logging.getLogger("ragtrack").setLevel(logging.WARNING)
 

@@ -25,6 +25,9 @@ from ragtrack.cli import (
 )
 from ragtrack.cli.corpus import CORPUS_HELP
 from ragtrack.cli.golden import GOLDEN_HELP
+from ragtrack.engines import ENGINES
+
+ENGINE_NAMES = ENGINES.names()
 
 
 class ItemProgress:
@@ -120,6 +123,14 @@ def _duration(seconds: float) -> str:
 )
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINE_NAMES),
+    default="local",
+    show_default=True,
+    help="Where items are answered and judged: this process, or Spark (the registered pyfunc as a UDF).",
+)
+@click.option("--master", help="Spark master for --engine spark (default: [spark] master of ragtrack.toml, local[*]).")
 @MARKDOWN
 @JSON_OUT
 @click.pass_context
@@ -137,6 +148,8 @@ def eval_cmd(
     no_cache,
     fresh,
     allow_stale,
+    engine,
+    master,
     markdown,
     json_out,
 ):
@@ -155,6 +168,7 @@ def eval_cmd(
       ragtrack eval --version v5 --judge deepseek     # a [profiles.deepseek] of ragtrack.toml
       ragtrack eval --version pipelines/examples/dify-app.toml --corpus golden/dify-kb.jsonl
       ragtrack eval --version v5 --markdown "$GITHUB_STEP_SUMMARY"   # in CI
+      ragtrack eval --version v5 --engine spark --master local[4]     # thousands of items
     """
     with cyclic_gc_paused() as resume:  # set-up makes long-lived objects; items allocate without bound
         from ragtrack import report as view
@@ -197,6 +211,8 @@ def eval_cmd(
                 use_cache=not no_cache,
                 fresh=fresh,
                 allow_stale=allow_stale,
+                engine=engine,
+                master=master,
                 progress=Hooks(on_stage, on_start, on_item, on_warning),
             )
         except KeyboardInterrupt:

@@ -39,6 +39,9 @@ class EvalOutcome:
     resumed: int = 0  # items taken from a checkpoint
     stopped_early: str | None = None  # why the run stopped before the last item
     refused: bool = False  # stopped because the endpoint refused its configuration (key, model, URL)
+    # The most LLM requests in flight at once, when the engine measured it elsewhere (Spark's executors);
+    # None: this process's limiters and agent know.
+    peak_in_flight: int | None = None
 
 
 class Checkpoint:
@@ -153,50 +156,63 @@ def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemR
     return score_item(item, output, panel, agent.top_k or len(output.contexts), time.monotonic() - started)
 
 
-def run_items(
-    golden: GoldenSet,
-    agent: Agent,
-    panel: JudgePanel,
-    *,
-    done: dict[str, ItemRecord] | None = None,
-    checkpoint: Checkpoint | None = None,
-    on_item: Callable[[ItemRecord], None] | None = None,
-) -> EvalOutcome:
-    """Score every item not already ``done``, checkpointing each as it finishes.
+class ItemSink:
+    """Where finished items go, whichever engine finished them: the records kept, the checkpoint
+    (at once: a run that dies keeps them), the progress callback."""
+
+    def __init__(
+        self,
+        golden: GoldenSet,
+        done: dict[str, ItemRecord] | None = None,
+        checkpoint: Checkpoint | None = None,
+        on_item: Callable[[ItemRecord], None] | None = None,
+    ):
+        self.golden, self.checkpoint, self.on_item = golden, checkpoint, on_item
+        self.done = {i.id: done[i.id] for i in golden.items if done and i.id in done}
+        self.resumed = len(self.done)  # items taken from a checkpoint
+
+    def todo(self) -> list[GoldenItem]:
+        """The items no record was kept for yet, in golden order."""
+        return [i for i in self.golden.items if i.id not in self.done]
+
+    def finish(self, record: ItemRecord) -> None:
+        self.done[record.id] = record
+        if self.checkpoint:
+            self.checkpoint.add(record)
+        if self.on_item:
+            self.on_item(record)
+
+    def outcome(self, stopped: CircuitOpenError | None = None, peak_in_flight: int | None = None) -> EvalOutcome:
+        """The records kept, in golden order, and why the run stopped early (if it did)."""
+        return EvalOutcome(
+            records=[self.done[i.id] for i in self.golden.items if i.id in self.done],
+            resumed=self.resumed,
+            stopped_early=str(stopped) if stopped else None,
+            refused=isinstance(stopped, EndpointRefusedError),
+            peak_in_flight=peak_in_flight,
+        )
+
+
+def run_local(agent: Agent, panel: JudgePanel, sink: ItemSink) -> EvalOutcome:
+    """Score the sink's items still to do in this process.
 
     Offline and local work is CPU-bound and runs item by item in this thread. When an
     endpoint is involved the work becomes a pipeline: answers are made as fast as the
     agent allows, and every judge call of every answered item is a task of its own, so
     the judge endpoint — under its adaptive limit — is what sets the pace.
     """
-    done = {i.id: done[i.id] for i in golden.items if done and i.id in done}
-    resumed = len(done)
-    todo = [i for i in golden.items if i.id not in done]
-
-    def finish(record: ItemRecord) -> None:
-        done[record.id] = record
-        if checkpoint:
-            checkpoint.add(record)
-        if on_item:
-            on_item(record)
-
+    todo = sink.todo()
     stopped: CircuitOpenError | None = None
     if agent.max_concurrency <= 1 and panel.llm.workers <= 1:
         for item in todo:
             try:
-                finish(answer_and_score(item, agent, panel))
+                sink.finish(answer_and_score(item, agent, panel))
             except CircuitOpenError as e:
                 stopped = e
                 break
     else:
-        stopped = _pipeline(todo, agent, panel, finish)
-    records = [done[i.id] for i in golden.items if i.id in done]
-    return EvalOutcome(
-        records=records,
-        resumed=resumed,
-        stopped_early=str(stopped) if stopped else None,
-        refused=isinstance(stopped, EndpointRefusedError),
-    )
+        stopped = _pipeline(todo, agent, panel, sink.finish)
+    return sink.outcome(stopped)
 
 
 @dataclass

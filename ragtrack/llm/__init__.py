@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 
-def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
-    """Parse an LLM name into a backend (``None`` for ``offline``)."""
+def make_backend(name: str, config: ProjectConfig, ceiling: int | None = None) -> ChatBackend | None:
+    """Parse an LLM name into a backend (``None`` for ``offline``); ``ceiling`` lowers its endpoint's
+    configured concurrency (a Spark task's share of it)."""
     if name == "offline":
         return None
     if name.startswith("local:"):
@@ -63,8 +64,7 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             base_url=os.environ.get("OPENAI_BASE_URL"),
             api_key=os.environ.get("OPENAI_API_KEY"),
             timeout_s=timeout,
-            max_concurrency=config.eval.max_concurrency,
-            min_concurrency=config.eval.min_concurrency,
+            **_bounds(config.eval.max_concurrency, config.eval.min_concurrency, ceiling),
             memory=memory,
         )
     if name in config.profiles:
@@ -80,8 +80,11 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
             base_url=p.base_url,
             api_key=os.environ.get(p.api_key_env) if p.api_key_env else None,
             timeout_s=timeout,
-            max_concurrency=p.max_concurrency or config.eval.max_concurrency,
-            min_concurrency=p.min_concurrency or config.eval.min_concurrency,
+            **_bounds(
+                p.max_concurrency or config.eval.max_concurrency,
+                p.min_concurrency or config.eval.min_concurrency,
+                ceiling,
+            ),
             memory=memory,
         )
     from ragtrack.config import llm_name_problem
@@ -89,7 +92,13 @@ def make_backend(name: str, config: ProjectConfig) -> ChatBackend | None:
     raise RagtrackError(llm_name_problem(name, config.profiles) or name)
 
 
-_limiters: dict[str, AdaptiveLimiter] = {}
+def _bounds(maximum: int, minimum: int, ceiling: int | None) -> dict[str, int]:
+    if ceiling is not None:
+        maximum = max(1, min(maximum, ceiling))
+    return {"max_concurrency": maximum, "min_concurrency": min(minimum, maximum)}
+
+
+_limiters: dict[tuple[str, int], AdaptiveLimiter] = {}
 _limiters_lock = threading.Lock()
 
 
@@ -102,18 +111,22 @@ def endpoint_limiter(backend: ChatBackend, memory: EndpointMemory) -> AdaptiveLi
     """The one adaptive limit of an endpoint in this process: an agent's steps and the judges
     calling the same endpoint share it, so together they never exceed what it serves. It starts
     at the limit the endpoint's last run ended at, and remembers where it goes."""
+    key = (backend.identity, backend.max_concurrency)  # a lowered ceiling (a Spark task's share) is a limit of its own
     with _limiters_lock:
-        if backend.identity not in _limiters:
-            _limiters[backend.identity] = backend_limiter(backend, memory)
-        return _limiters[backend.identity]
+        if key not in _limiters:
+            _limiters[key] = backend_limiter(backend, memory)
+        return _limiters[key]
 
 
-def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True) -> LLM:
-    backend = make_backend(name, config)
+def make_llm(name: str, config: ProjectConfig, *, use_cache: bool = True, ceiling: int | None = None) -> LLM:
+    """The LLM ``name`` names; ``ceiling``: see :func:`make_backend`."""
+    backend = make_backend(name, config, ceiling)
+    # A share's limit is not the endpoint's: it is not remembered as where the next run starts.
+    memory = endpoint_memory(config) if ceiling is None else EndpointMemory(None)
     return LLM(
         backend,
         cache_dir=cache_path(config.cache_dir, "llm"),
         read_cache=use_cache,
         prices=config.price_table,
-        limiter=endpoint_limiter(backend, endpoint_memory(config)) if backend else None,
+        limiter=endpoint_limiter(backend, memory) if backend else None,
     )

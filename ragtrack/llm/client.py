@@ -213,6 +213,15 @@ class LLM:
         return self.limiter.maximum
 
     @property
+    def endpoint_limit(self) -> int | None:
+        """The most requests this LLM may have in flight at its endpoint: a limit every process calling
+        the endpoint shares (the Spark engine divides it among its tasks). None offline, or for a model
+        that computes in this process (``in_process``)."""
+        if self.backend is None or getattr(self.backend, "in_process", False):
+            return None
+        return self.limiter.maximum
+
+    @property
     def model_name(self) -> str:
         """The model part of the identity, for price lookup."""
         return self.identity.split(":", 1)[-1].split("@", 1)[0]

@@ -83,6 +83,7 @@ class LocalBackend:
 
     max_concurrency = 1
     min_concurrency = 1
+    in_process = True  # no endpoint: every process (a Spark executor) computes with its own copy
 
     def __init__(self, name: str, cache_dir: Path | None = None):
         import torch

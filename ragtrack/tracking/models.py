@@ -9,18 +9,21 @@ answers with the champion, whatever kind of agent it is. An unchanged spec
 
 from __future__ import annotations
 
+import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import mlflow
 from mlflow.exceptions import MlflowException
 
+from ragtrack.errors import RagtrackError
 from ragtrack.files import read_text
 from ragtrack.records import RunSummary
 from ragtrack.secrets import ensure_clean
 from ragtrack.spec import LoadedSpec
 from ragtrack.tracking import descriptions
+from ragtrack.tracking.answering import ModelSettings
 from ragtrack.tracking.store import Store, Tag, local_lock, without_progress_bar
 
 
@@ -72,7 +75,8 @@ def _register(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> Mo
             name=spec.name,
             python_model=str(Path(__file__).with_name("agent_model.py")),  # models from code: no pickle
             artifacts={"spec": str(Path(tmp) / "spec.json"), "spec_toml": str(Path(tmp) / f"{spec.name}.toml")},
-            model_config={"corpus": corpus_path, "root": root},
+            # Every key a loader may override (see answering.ModelSettings): the Spark engine asks for records.
+            model_config={"corpus": corpus_path, "root": root, "use_cache": True, "output": "answer"},
             params=spec.params(),
             tags=tags,
             pip_requirements=["ragtrack"],
@@ -122,3 +126,32 @@ def describe_logged_model(store: Store, model_id: str, current: RunSummary, para
         descriptions.Links(store.registered_model),
     )
     store.describe_logged_model(model_id, text)
+
+
+def model_uri(store: Store, model: ModelRef) -> str:
+    """The registry's URI of a version's model: what another process loads it by."""
+    return f"models:/{store.registered_model}/{model.version}"
+
+
+def answer_udf(spark, uri: str, settings: ModelSettings, env: dict[str, str]):
+    """The registered pyfunc at ``uri`` as a Spark UDF (``mlflow.pyfunc.spark_udf``, this Python
+    environment on the executors): question column → one JSON record per question (``settings`` with
+    ``output="record"``). ``env``: variables the executors' agent needs (its keys), set there per task."""
+    pyfunc_log = logging.getLogger("mlflow.pyfunc")
+    level = pyfunc_log.level
+    pyfunc_log.setLevel(logging.ERROR)  # its advice on env_manager="local" is for models trained elsewhere
+    try:
+        with without_progress_bar():  # it downloads the model's files
+            udf = mlflow.pyfunc.spark_udf(
+                spark, uri, result_type="string", env_manager="local", model_config=asdict(settings), extra_env=env
+            )
+    finally:
+        pyfunc_log.setLevel(level)
+    logged = udf.metadata.flavors.get(mlflow.pyfunc.FLAVOR_NAME, {}).get(mlflow.pyfunc.MODEL_CONFIG) or {}
+    if "output" not in logged:  # MLflow ignores config keys a model was not logged with
+        raise RagtrackError(
+            f"{uri} was registered by an older ragtrack, whose pyfunc cannot hand the Spark engine whole "
+            "records: evaluate it with --engine local, or delete that model version in the registry and "
+            "evaluate again (it is registered anew)"
+        )
+    return udf

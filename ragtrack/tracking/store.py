@@ -74,6 +74,7 @@ class Tag:
     LAST_CHALLENGE = "ragtrack.last_challenge"  # the champion's model version: who challenged it
     LOCK_HOLDER = "ragtrack.lock_holder"  # the promotion lock: host:pid holding it
     LOCK_PROCESS = "ragtrack.lock_process"  # host, pid namespace and pid: a holder this machine can see died
+    ENGINE = "ragtrack.engine"  # eval runs: where the items were answered and judged ("local", "spark:local[2]")
     GIT_DIRTY = "ragtrack.git_dirty"  # eval runs: the checkout had uncommitted changes (beside mlflow.source.git.*)
     COMPARED_TO = "ragtrack.compared_to"  # eval runs: the champion model version its delta/* metrics are against
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
