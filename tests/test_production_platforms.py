@@ -119,11 +119,14 @@ def test_dify_service_api_pull_reads_the_rated_conversations_once_and_counts_wha
         second = pull_logs("dify", version=version, root=shipped)
         assert (second.new, second.updated, second.pulled) == (0, 0, 0)
         assert second.unresolved == {dify_source.WEBAPP: webapp} and second.resumed
-        # Again: every feedback page, and one page of each rated conversation (it stops at what is stored);
-        # the end users are remembered in the cursor.
+        # Again: every feedback page, each end user, and one page of each rated conversation (it stops at
+        # what is stored).
         asked = [x.request.handler for x in server.exchanges[requests_before:]]
         conversations = len({m.conversation_id for m in expected.values()})
-        assert asked.count("list_messages") == conversations and "end_user" not in asked
+        users = len({(m.user, m.channel) for m in plan.messages() if m.app_version == version and m.rating})
+        assert (asked.count("list_messages"), asked.count("end_user")) == (conversations, users)
+        cursor = (shipped / ".ragtrack" / "production" / "cursors" / f"dify-{version}.json").read_text()
+        assert not any(m.user in cursor for m in plan.messages())  # no end user's identifier kept
 
     stored = by_id(shipped)
     assert stored.keys() == expected.keys()
@@ -224,11 +227,7 @@ def test_ragflow_sessions_are_pulled_whole_incrementally_and_re_rated(plan, ship
     with RagflowServer(plan.corpus, api_key=RAGFLOW_KEY, traffic=plan, old=old) as server:
         ragflow_spec(shipped, server, version, monkeypatch)
         server.log.as_of = as_of
-        expected = {
-            uuid.UUID(m.message_id).hex: m
-            for m in plan.messages()
-            if m.app_version == version and m.created_at <= as_of
-        }
+        expected = {m.message_id: m for m in plan.messages() if m.app_version == version and m.created_at <= as_of}
         first = pull_logs("ragflow", version=version, root=shipped)
         assert (first.pulled, first.new, first.coverage, dict(first.unresolved)) == (
             len(expected),
@@ -264,7 +263,7 @@ def test_ragflow_sessions_are_pulled_whole_incrementally_and_re_rated(plan, ship
         server.delete_session(uuid.UUID(plan.messages()[-1].conversation_id).hex)  # gone before it was pulled
         later = pull_logs("ragflow", version=version, root=shipped)
         now = {
-            uuid.UUID(m.message_id).hex: m
+            m.message_id: m
             for c in plan.conversations
             if c.app_version == version and c.conversation_id != plan.messages()[-1].conversation_id
             for m in c.messages
@@ -285,7 +284,9 @@ def test_dify_chatbot_traces_are_joined_and_get_every_rating_from_app_feedbacks(
     version = plan.app_versions[0]
     with DifyServer(plan.corpus, traffic=plan) as server:
         dify_spec(shipped, server, version, monkeypatch)
-        written = write_dify_traces(server.log, version, traces_experiment(shipped, "dify-traces"), "chat")
+        experiment = traces_experiment(shipped, "dify-traces")
+        written = write_dify_traces(server.log, version, experiment, "chat")
+        write_dify_traces(server.log, plan.app_versions[1], experiment, "chat")  # another app, same experiment
         expected = {m.message_id: m for m in plan.messages() if m.app_version == version}
         assert written == len(expected)
         report = pull_logs("mlflow", experiment="dify-traces", version=version, root=shipped)

@@ -297,7 +297,7 @@ class RagflowServer(LoopbackServer):
         references = []
         changed = epoch_ms(c.created_at)
         for t in self.log.visible(c):
-            mid = uuid.UUID(t.id).hex
+            mid = t.id  # RAGFlow names a question and its answer with one str(uuid4())
             at = epoch_ms(t.created_at) / 1000
             cited = t.answer + (" [ID:0]" if t.retrieved else "")
             answer: dict[str, Any] = {"role": "assistant", "content": cited, "created_at": at, "id": mid}
@@ -357,7 +357,7 @@ class RagflowServer(LoopbackServer):
             return self.error(200, "102", "Session not found!")
         if not isinstance(body.get("thumbup"), bool):
             return self.error(200, "102", "thumbup must be a boolean")
-        turn = next((t for t in self.log.visible(found) if uuid.UUID(t.id).hex == msg), None)
+        turn = next((t for t in self.log.visible(found) if t.id == msg), None)
         if turn is not None:
             up = body["thumbup"]
             self.log.rate(turn, "like" if up else "dislike", None if up else body.get("feedback") or None)

@@ -8,7 +8,7 @@ feedbacks, and reads a conversation's messages only as the end user who had it. 
    every rating, with ``message_id``, ``conversation_id``, ``rating``, ``content`` (the comment),
    ``from_source`` and ``from_end_user_id``;
 2. ``GET /end-users/{from_end_user_id}`` — the end user's ``type`` and ``session_id`` (the ``user``
-   string the app sent); remembered in the cursor;
+   string the app sent), once per end user and pull (never kept: it names the user);
 3. ``GET /messages?conversation_id&user`` (newest first, older pages by ``first_id`` while
    ``has_more``) — question, answer and ``retriever_resources`` of every message in each rated
    conversation, down to the first message a previous pull stored.
@@ -101,6 +101,14 @@ class DifyFeedbacks:
                 return out
             page += 1
 
+    def app_name(self) -> str | None:
+        """The app's name (``GET /info``), which Dify's traces carry as ``app_name``; None if not told."""
+        try:
+            info = self.get("/info")
+        except EndpointError:
+            return None
+        return str(info["name"]) if isinstance(info, dict) and isinstance(info.get("name"), str) else None
+
     def end_user(self, end_user_id: str) -> dict | None:
         """The end user (``type``, ``session_id``), or None when Dify does not know them (404)."""
         try:
@@ -158,7 +166,9 @@ class DifySource:
         self.client, self.app = client, app
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
-        users: dict[str, list | None] = dict(cursor.get("end_users") or {})  # end-user ID → [type, session_id]
+        # End-user ID → (type, session_id), or None: asked once per pull, and never written to the cursor
+        # (a session_id is the app's own name for its user).
+        users: dict[str, tuple[str, str] | None] = {}
         feedbacks = self.client.feedbacks(progress)
         ratings = ratings_of(feedbacks)
         unresolved: Counter[str] = Counter()
@@ -170,7 +180,7 @@ class DifySource:
             end_user = str(f.get("from_end_user_id"))
             if end_user not in users:
                 found = self.client.end_user(end_user)
-                users[end_user] = [str(found.get("type")), str(found.get("session_id"))] if found else None
+                users[end_user] = (str(found.get("type")), str(found.get("session_id"))) if found else None
             known_user = users[end_user]
             if known_user is None:
                 unresolved[UNKNOWN_USER] += 1
@@ -179,7 +189,9 @@ class DifySource:
             else:
                 wanted[(str(f.get("conversation_id")), known_user[1])].append(str(f.get("message_id")))
         progress(f"{self.app}: {len(feedbacks)} feedbacks of {len(users)} end users, {len(wanted)} rated conversations")
-        state = {"end_users": users}
+        # Where the next pull starts is what the store holds (each conversation is read down to it); the
+        # cursor only records what this one saw.
+        state = {"feedbacks": len(feedbacks), "newest_feedback": feedbacks[0].get("created_at") if feedbacks else None}
         for n, ((conversation, session), rated) in enumerate(sorted(wanted.items()), start=1):
             listed = self.client.messages(conversation, session, known)
             if listed is None:

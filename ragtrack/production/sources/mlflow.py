@@ -59,6 +59,8 @@ class MlflowSource:
 
     def __init__(self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None):
         self.experiment, self.app, self.dify = experiment, app, dify
+        # Several Dify apps may trace into one experiment: with the app's spec, only its traces are read.
+        self.dify_app = dify.app_name() if dify else None
         self._traces = experiment.traces
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
@@ -67,12 +69,14 @@ class MlflowSource:
         retrievals: dict[str, list[PlatformContext]] = {}
         pending: list[tuple[int, PulledMessage, bool]] = []  # (time, message, a Dify chatbot message)
         newest = int(cursor.get("timestamp_ms") or 0)
-        read = 0
+        read = others = 0
         for trace in self._traces(f"timestamp_ms >= {since}" if since else "", spans=True):
             read += 1
             newest = max(newest, trace.info.request_time)
             kind, message = _read(trace)
-            if kind == "dataset_retrieval" and message is not None:
+            if self.dify_app and _dify_app(trace) not in (None, self.dify_app):
+                others += 1  # another Dify app tracing into the same experiment
+            elif kind == "dataset_retrieval" and message is not None:
                 retrievals[message.message_id] = message.contexts
             elif message is not None:
                 pending.append((trace.info.request_time, message, kind == "message"))
@@ -81,7 +85,8 @@ class MlflowSource:
         for _, message, chatbot in pending:
             if chatbot:
                 message.contexts = retrievals.get(message.message_id, [])
-        progress(f"{self.app}: {read} traces read, {len(pending)} answered questions")
+        skipped = f", {others} of other Dify apps skipped" if others else ""
+        progress(f"{self.app}: {read} traces read, {len(pending)} answered questions{skipped}")
         messages = [m for _, m, _ in sorted(pending, key=lambda p: (p[0], p[1].message_id))]
         ratings, unresolved, feedbacks = self._ratings(runs, messages, known, progress)
         for m in messages:  # stored with their ratings; the snapshot below re-rates those stored before
@@ -204,6 +209,15 @@ def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
         user=user,
         feedback=_assessed(info),
     )
+
+
+def _dify_app(trace: Trace) -> str | None:
+    """The Dify app a provider trace names (``app_name``; a retrieval trace's in its ``metadata``)."""
+    root = next((s for s in trace.data.spans if s.parent_id is None), None)
+    attributes = (root.attributes or {}) if root is not None else {}
+    nested = attributes.get("metadata") if isinstance(attributes.get("metadata"), dict) else {}
+    name = attributes.get("app_name") or nested.get("app_name")
+    return str(name) if name and (root.name in ("message", "dataset_retrieval", "workflow")) else None
 
 
 def _question(inputs: Any) -> str:
