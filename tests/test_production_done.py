@@ -3,7 +3,8 @@ pull adds nothing), `logs triage` ranks the plan's six problems first with their
 counts and marks the one the shipped golden set covers, `golden propose --from-logs` proposes the
 other five with the GT passages the plan knows, and `monitor` logs a run per app version and day whose
 dislike rate is the plan's exact count. The Dify walkthrough (docs/production-loop.md) is the Dify
-route; this file holds the others.
+service API's route; this file holds the others: a JSONL export, a RAGFlow assistant's sessions, and
+Dify's MLflow traces with their ratings joined from the stand-in's /app/feedbacks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from click.testing import CliRunner
 
 from ragtrack.cli import main
 from ragtrack.config import load_config
+from ragtrack.testing.dify_server import DifyServer
+from ragtrack.testing.dify_traces import write_dify_traces
+from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.traffic import TrafficPlan, traffic_plan
 from ragtrack.tracking.store import Tag, open_store
 
@@ -93,4 +97,47 @@ def test_done_from_a_jsonl_export(tmp_path):
     assert first.exit_code == 0 and f"{len(plan.messages())} new messages" in first.output, first.output
     second = cli(project, "logs", "pull", "--from", "jsonl", str(export))
     assert second.exit_code == 0 and ": 0 new messages, 0 re-rated" in second.output, second.output
+    check_the_loop(project, plan)
+
+
+def pull_twice(project: Path, plan: TrafficPlan, *args: str) -> None:
+    """``logs pull ARGS`` on a fresh project stores every message it serves; the second stores none."""
+    first = cli(project, "logs", "pull", *args)
+    assert first.exit_code == 0, first.output
+    second = cli(project, "logs", "pull", *args)
+    assert second.exit_code == 0 and ": 0 new messages, 0 re-rated" in second.output, second.output
+
+
+@pytest.mark.slow
+def test_done_from_ragflow_sessions(tmp_path, monkeypatch):
+    plan = traffic_plan("en")
+    project = fresh_project(tmp_path / "project")
+    monkeypatch.setenv("RAGFLOW_KEY", "ragflow-loopback-key")
+    with RagflowServer(plan.corpus, api_key="ragflow-loopback-key", traffic=plan) as server:
+        for version in plan.app_versions:  # one chat assistant per app version
+            (project / "pipelines" / f"{version}.toml").write_text(
+                f'[version]\nname = "{version}"\n\n[agent]\nkind = "ragflow"\nbase_url = "{server.base_url}"\n'
+                f'api_key_env = "RAGFLOW_KEY"\nchat_id = "{server.chat_of(version)}"\n'
+            )
+            pull_twice(project, plan, "--from", "ragflow", "--version", version)
+    check_the_loop(project, plan)
+
+
+@pytest.mark.slow
+def test_done_from_dify_mlflow_traces_with_ratings_from_app_feedbacks(tmp_path, monkeypatch):
+    plan = traffic_plan("en")
+    project = fresh_project(tmp_path / "project")
+    store = open_store(load_config(project))
+    experiment = store.client.create_experiment("dify-traces")
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        for version in plan.app_versions:  # both apps trace into one experiment, as a workspace may
+            write_dify_traces(server.log, version, experiment, "chat")
+        for version in plan.app_versions:
+            env = "KEY_" + version.replace("-", "_").upper()
+            monkeypatch.setenv(env, f"app-{version}")
+            (project / "pipelines" / f"{version}.toml").write_text(
+                f'[version]\nname = "{version}"\n\n[agent]\nkind = "dify"\nbase_url = "{server.base_url}"\n'
+                f'api_key_env = "{env}"\n'
+            )
+            pull_twice(project, plan, "--from", "mlflow", "dify-traces", "--version", version)
     check_the_loop(project, plan)

@@ -7,9 +7,11 @@ service API can see, what each rating was at a given moment), never from what th
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -22,8 +24,11 @@ from ragtrack.api import pull_logs
 from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.errors import RagtrackError
+from ragtrack.production import pull as pull_module
 from ragtrack.production.messages import hash_user
 from ragtrack.production.sources import dify as dify_source
+from ragtrack.production.sources import mlflow as mlflow_source
+from ragtrack.production.sources import ragflow as ragflow_source
 from ragtrack.report import PARTIAL_COVERAGE
 from ragtrack.testing.dify_server import DifyServer
 from ragtrack.testing.dify_traces import write_dify_traces
@@ -31,7 +36,7 @@ from ragtrack.testing.knowledge import stable_id
 from ragtrack.testing.ragflow_server import RagflowServer
 from ragtrack.testing.server import Fault
 from ragtrack.testing.traffic import traffic_plan
-from ragtrack.tracking.production import RATING, read_messages
+from ragtrack.tracking.production import RATING, ProductionLog, read_messages
 from ragtrack.tracking.store import open_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,6 +216,69 @@ def test_dify_faults_rate_limits_and_deleted_conversations(plan, shipped, monkey
             pull_logs("dify", version=version, root=shipped)
 
 
+def test_dify_pull_pages_resumes_after_a_kill_and_keeps_keys_out(plan, shipped, monkeypatch):
+    """Small pages (so every conversation of three or more messages is read through first_id), a pull
+    killed after its first writes, and the next one finishing it; the app key, which a user pasted into
+    a question, never reaches the store."""
+    version = plan.app_versions[0]
+    monkeypatch.setattr(dify_source, "FEEDBACK_PAGE", 7)
+    monkeypatch.setattr(dify_source, "PAGE", 2)
+    monkeypatch.setattr(pull_module, "WRITE_BATCH", 10)
+    key = f"app-{version}"
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        headers = {"Authorization": f"Bearer {key}"}
+        pasted = httpx.post(
+            f"{server.base_url}/chat-messages",
+            json={"inputs": {}, "query": f"my key {key} fails, why?", "user": "u-paster", "response_mode": "blocking"},
+            headers=headers,
+        ).json()
+        rated = httpx.post(
+            f"{server.base_url}/messages/{pasted['id']}/feedbacks",
+            json={"rating": "dislike", "user": "u-paster", "content": f"still {key}"},
+            headers=headers,
+        )
+        assert rated.json() == {"result": "success"}
+        expected, webapp, _ = service_api_view(plan, version)
+        lines: list[str] = []
+
+        def killed_at_the_second_write(line: str) -> None:
+            lines.append(line)
+            if sum(x.startswith("stored ") for x in lines) == 2:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            pull_logs("dify", version=version, root=shipped, progress=killed_at_the_second_write)
+        before = by_id(shipped)
+        assert 10 <= len(before) < len(expected) and before.keys() <= expected.keys() | {pasted["id"]}
+        asked = len(server.exchanges)
+        report = pull_logs("dify", version=version, root=shipped)
+        assert report.resumed and report.new == len(expected) + 1 - len(before)
+        assert report.unresolved == {dify_source.WEBAPP: webapp}
+        requests = [x.request for x in server.exchanges[asked:]]
+
+    stored = by_id(shipped)
+    assert stored.keys() == expected.keys() | {pasted["id"]}
+    # Paged: every feedback page (a short one last) and the older messages by first_id; the conversations
+    # of three or more messages not read before the kill are whole, so first_id paging found their start.
+    feedbacks = sum(1 for m in plan.messages() if m.app_version == version and m.rating) + 1
+    assert [r.query.get("page") for r in requests if r.handler == "app_feedbacks"] == [
+        str(n) for n in range(1, feedbacks // 7 + 2)
+    ]
+    long = {m.conversation_id for m in expected.values()} - {m.conversation_id for m in before.values()}
+    long = {c for c in long if sum(m.conversation_id == c for m in expected.values()) >= 3}
+    assert long and any(r.query.get("first_id") for r in requests if r.handler == "list_messages")
+    assert all(m.conversation_id not in long or m.message_id in stored for m in expected.values())
+    # The key: redacted in what is stored, nowhere in the store, the cursor or the messages.
+    got = stored[pasted["id"]]
+    assert (got.question, got.comment, got.rating) == ("my key *** fails, why?", "still ***", "dislike")
+    store = open_store(load_config(shipped))
+    log = ProductionLog(store)
+    traces = store.client.search_traces(locations=[log.experiment_id], include_spans=True, max_results=500)
+    assert len(traces) == len(stored) and not any(key in json.dumps(t.to_dict()) for t in traces)
+    assert not any(key in p.read_text(errors="replace") for p in (shipped / ".ragtrack").rglob("*") if p.is_file())
+
+
 # ---------------------------------------------------------------------------------------------- RAGFlow
 def ragflow_spec(project: Path, server: RagflowServer, version: str, monkeypatch) -> str:
     monkeypatch.setenv("RAGFLOW_KEY", RAGFLOW_KEY)
@@ -273,6 +341,27 @@ def test_ragflow_sessions_are_pulled_whole_incrementally_and_re_rated(plan, ship
         assert (by_id(shipped)[liked].rating, by_id(shipped)[liked].comment) == ("dislike", "wrong version")
 
 
+def test_ragflow_pull_pages_through_faults(plan, shipped, monkeypatch):
+    """Sessions ten a page, newest updated first, through a rate limit, a server error and a dropped
+    connection (each retried); a second pull reads one page and stops at what it has."""
+    version = plan.app_versions[0]
+    monkeypatch.setattr(ragflow_source, "PAGE", 10)
+    with RagflowServer(plan.corpus, api_key=RAGFLOW_KEY, traffic=plan) as server:
+        ragflow_spec(shipped, server, version, monkeypatch)
+        sessions = len([c for c in plan.conversations if c.app_version == version])
+        expected = {m.message_id for m in plan.messages() if m.app_version == version}
+        server.inject(Fault("429", 0.0), Fault("500"), Fault("drop"))
+        report = pull_logs("ragflow", version=version, root=shipped)
+        served = [x.response.status for x in server.exchanges]
+        assert served[:3] == [429, 500, 0] and served[3:] == [200] * (sessions // 10 + 1)
+        assert (report.pulled, report.new, dict(report.unresolved)) == (len(expected), len(expected), {})
+        assert [x.request.query["page"] for x in server.exchanges[3:]] == [str(n) for n in range(1, sessions // 10 + 2)]
+        asked = len(server.exchanges)
+        again = pull_logs("ragflow", version=version, root=shipped)
+        assert (again.new, again.updated, len(server.exchanges) - asked) == (0, 0, 1)
+    assert by_id(shipped).keys() == expected
+
+
 # ---------------------------------------------------------------------------------------------- MLflow
 def traces_experiment(project: Path, name: str) -> str:
     """An experiment of the project's store that an app traces into (as Dify's provider would)."""
@@ -303,6 +392,27 @@ def test_dify_chatbot_traces_are_joined_and_get_every_rating_from_app_feedbacks(
         )
         again = pull_logs("mlflow", experiment="dify-traces", version=version, root=shipped)
         assert (again.new, again.updated) == (0, 0)
+
+        # A user turns a like into a dislike, and another rates an answer no trace holds (tracing was
+        # off): the next pull re-rates the one and counts the other.
+        headers = {"Authorization": f"Bearer app-{version}"}
+        liked = next(m for m in expected.values() if m.rating == "like" and m.channel == "api")
+        for message, user in ((liked.message_id, liked.user), (None, "u-untraced")):
+            if message is None:
+                message = httpx.post(
+                    f"{server.base_url}/chat-messages",
+                    json={"inputs": {}, "query": "is there a dark mode?", "user": user, "response_mode": "blocking"},
+                    headers=headers,
+                ).json()["id"]
+            reply = httpx.post(
+                f"{server.base_url}/messages/{message}/feedbacks",
+                json={"rating": "dislike", "user": user, "content": "changed my mind"},
+                headers=headers,
+            )
+            assert reply.json() == {"result": "success"}
+        third = pull_logs("mlflow", experiment="dify-traces", version=version, root=shipped)
+        assert (third.new, third.updated, dict(third.unresolved)) == (0, 1, {mlflow_source.NO_TRACE: 1})
+        expected[liked.message_id] = replace(liked, rating="dislike", comment="changed my mind")
     stored = by_id(shipped)
     assert stored.keys() == expected.keys()
     secret = (shipped / ".ragtrack" / "production" / "user-hash-secret").read_text().strip()
