@@ -175,6 +175,20 @@ def crash_after(n: int):
     return on_item
 
 
+def killed_after_writes(n: int):
+    """A ``logs pull`` progress callback that raises KeyboardInterrupt as the pull reports its ``n``-th
+    store write (the process dies between two writes)."""
+    writes = 0
+
+    def on_line(line: str) -> None:
+        nonlocal writes
+        writes += line.startswith("stored ")
+        if writes == n:
+            raise KeyboardInterrupt
+
+    return on_line
+
+
 def git_checkout(folder: Path, branch: str, files: dict[str, str]) -> str:
     """``folder`` as a git checkout of ``branch`` with ``files`` committed once; the commit's hash."""
     import subprocess

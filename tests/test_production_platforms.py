@@ -38,6 +38,7 @@ from ragtrack.testing.server import Fault
 from ragtrack.testing.traffic import traffic_plan
 from ragtrack.tracking.production import RATING, ProductionLog, read_messages
 from ragtrack.tracking.store import open_store
+from tests.conftest import killed_after_writes
 
 REPO = Path(__file__).resolve().parent.parent
 RAGFLOW_KEY = "ragflow-loopback-5c7e9a1b3d2f"
@@ -240,15 +241,8 @@ def test_dify_pull_pages_resumes_after_a_kill_and_keeps_keys_out(plan, shipped, 
         )
         assert rated.json() == {"result": "success"}
         expected, webapp, _ = service_api_view(plan, version)
-        lines: list[str] = []
-
-        def killed_at_the_second_write(line: str) -> None:
-            lines.append(line)
-            if sum(x.startswith("stored ") for x in lines) == 2:
-                raise KeyboardInterrupt
-
         with pytest.raises(KeyboardInterrupt):
-            pull_logs("dify", version=version, root=shipped, progress=killed_at_the_second_write)
+            pull_logs("dify", version=version, root=shipped, progress=killed_after_writes(2))
         before = by_id(shipped)
         assert 10 <= len(before) < len(expected) and before.keys() <= expected.keys() | {pasted["id"]}
         asked = len(server.exchanges)
@@ -277,6 +271,39 @@ def test_dify_pull_pages_resumes_after_a_kill_and_keeps_keys_out(plan, shipped, 
     traces = store.client.search_traces(locations=[log.experiment_id], include_spans=True, max_results=500)
     assert len(traces) == len(stored) and not any(key in json.dumps(t.to_dict()) for t in traces)
     assert not any(key in p.read_text(errors="replace") for p in (shipped / ".ragtrack").rglob("*") if p.is_file())
+
+
+def test_the_chinese_traffic_through_dify_with_progress_on_stderr(tmp_path, monkeypatch):
+    """The Chinese plan over examples/zh-kb: Chinese questions, answers and comments stored as served,
+    segments mapped to the shipped Chinese passages by their text; progress on stderr, the summary on
+    stdout."""
+    plan = traffic_plan("zh")
+    root = tmp_path / "zh"
+    shutil.copytree(REPO / "examples" / "zh-kb", root)
+    (root / "pipelines").mkdir()
+    version = plan.app_versions[1]
+    expected, webapp, _ = service_api_view(plan, version)
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(root, server, version, monkeypatch)
+        result = CliRunner().invoke(main, ["--root", str(root), "logs", "pull", "--from", "dify", "--version", version])
+    assert result.exit_code == 0, result.output
+    conversations = len({m.conversation_id for m in expected.values()})
+    assert f"{version}: {conversations}/{conversations} rated conversations read" in result.stderr
+    assert f"stored {len(expected)} new messages, 0 re-rated" in result.stderr
+    assert "rated conversations read" not in result.stdout and result.stdout.startswith(f"pulled {len(expected)} ")
+    likes = sum(rating_at(m, None) == "like" for m in expected.values())
+    dislikes = sum(rating_at(m, None) == "dislike" for m in expected.values())
+    unrated = len(expected) - likes - dislikes
+    assert f"stored for {version}: {len(expected)} messages, {dislikes} disliked, {likes} liked, {unrated} unrated" in (
+        result.stdout
+    )
+    assert (f"  {webapp} {dify_source.WEBAPP}" in result.stdout) == bool(webapp)
+    stored = by_id(root)
+    assert stored.keys() == expected.keys()
+    for message_id, m in expected.items():
+        got = stored[message_id]
+        assert (got.question, got.answer, got.comment) == (m.question, m.answer, m.comment if m.rating else None)
+        assert [c.passage_ids for c in got.contexts] == [[s.passage_id] for s in m.segments], message_id
 
 
 # ---------------------------------------------------------------------------------------------- RAGFlow

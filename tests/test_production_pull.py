@@ -23,6 +23,7 @@ from ragtrack.production.messages import hash_user
 from ragtrack.production.sources import jsonl as jsonl_source
 from ragtrack.tracking.production import RATING, ProductionLog, read_messages
 from ragtrack.tracking.store import Tag, open_store
+from tests.conftest import killed_after_writes
 
 STEPS = "guides/sampler.md#sampler-guide/steps"
 CFG = "guides/sampler.md#sampler-guide/guidance/cfg-value"
@@ -177,15 +178,8 @@ def test_a_pull_stopped_half_way_keeps_what_it_stored_and_the_next_finishes_with
     monkeypatch.setattr(pull_module, "WRITE_BATCH", 2)  # store every two messages, so it stops between writes
     monkeypatch.setattr(jsonl_source, "BATCH", 2)
     export = write_jsonl(tmp_path / "export.jsonl", [record(n, message_id=f"m{n}") for n in range(7)])
-    lines: list[str] = []
-
-    def stop_after_two_writes(line: str) -> None:
-        lines.append(line)
-        if sum(line.startswith("stored ") for line in lines) == 2:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        pull_logs("jsonl", path=export, root=project, progress=stop_after_two_writes)
+        pull_logs("jsonl", path=export, root=project, progress=killed_after_writes(2))
     assert {m.message_id for m in stored(project)} == {"m0", "m1", "m2", "m3"}
     report = pull_logs("jsonl", path=export, root=project)
     assert (report.new, report.stored) == (3, 7)
