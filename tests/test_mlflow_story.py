@@ -295,3 +295,21 @@ def test_the_leaderboard_stays_on_the_champions_full_eval_after_a_quick_limited_
     note = store.client.get_experiment(store.experiment_id).tags[Tag.NOTE]
     assert f"[{v1.run_id[:8]}]" in note and f"[{v3.run_id[:8]}]" in note, note
     assert f"[{quick.run_id[:8]}]" not in note and f"golden set `{v1.params['golden_digest']}`" in note
+
+
+def test_an_eval_of_more_items_than_mlflows_trace_queue_holds_keeps_every_trace(tmp_path, monkeypatch):
+    """MLflow's asynchronous exporter drops a trace handed to it while its queue is full (1 000 by default:
+    an eval of 1 000 CMRC questions lost 360). Here it holds 4 export tasks and one worker writes them: a
+    trace of v1 is 4 tasks (its root span, 2 stages, the trace), so the items go one at a time."""
+    from mlflow.tracing import provider
+
+    root = make_project(tmp_path / "project")
+    monkeypatch.setenv("MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE", "4")
+    monkeypatch.setenv("MLFLOW_ASYNC_TRACE_LOGGING_MAX_WORKERS", "1")
+    provider.reset()  # the exporter, and its queue, are made again with the size above
+    try:
+        report = evaluate("v1", root=root)
+    finally:
+        monkeypatch.undo()
+        provider.reset()
+    assert report.complete and sorted(run_traces(report.run_id)) == sorted(r.id for r in report.records)

@@ -44,6 +44,7 @@ from mlflow.entities import (
     TraceInfo,
 )
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.environment_variables import MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
@@ -79,9 +80,11 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     source = AssessmentSource(
         AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
     )
-    wrote = [r.id for r in records if r.id not in done and _trace(store, run, model_id, r, source)]
+    wrote: list[str] = []
+    for batch in _batches([r for r in records if r.id not in done]):
+        wrote += [r.id for r in batch if _trace(store, run, model_id, r, source)]
+        mlflow.flush_trace_async_logging()  # written before the next batch, and before the run is closed
     if wrote:
-        mlflow.flush_trace_async_logging()  # in the store before the run is closed and described
         # MLflow's exporter reports a failed write (a full disk) as a warning and goes on: a run missing
         # traces must not be closed as complete. Left unfinished, the same command logs them again.
         kept = item_traces(store, run.run_id)
@@ -92,6 +95,27 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
                 "the run is left unfinished: fix the store, then run the same command again to finish it"
             )
     return len(wrote)
+
+
+def _batches(records: list[ItemRecord]) -> Iterator[list[ItemRecord]]:
+    """The records in batches whose traces MLflow's asynchronous exporter takes without dropping any.
+
+    Its queue holds ``MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE`` export tasks (1 000) — one per span
+    and one per trace — and drops, with a warning, a task handed to it while full: an eval of 1 000
+    items lost a third of its traces. A batch fills half the queue at most, and is written before the
+    next is handed over."""
+    room = max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2)
+    batch: list[ItemRecord] = []
+    tasks = 0
+    for r in records:
+        cost = 2 + len(_child_stages(r))  # the root span, each stage's span, the trace
+        if batch and tasks + cost > room:
+            yield batch
+            batch, tasks = [], 0
+        batch.append(r)
+        tasks += cost
+    if batch:
+        yield batch
 
 
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
