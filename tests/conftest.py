@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -99,38 +100,48 @@ def pipeline_agent(project: Path, corpus, embedder, version: str, spec=None):
     return PipelineAgent(spec, AgentContext(corpus, load_config(project), embedder=embedder))
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def server_process(command: list[str], port: int, probe: str = "/health", timeout: float = 120) -> Iterator[str]:
+    """``command``, serving on 127.0.0.1:``port``, until the block ends; yields its URL once ``probe`` answers.
+    Stopped as Ctrl+C stops it, then as a group: uvicorn workers outlive a signal to their parent alone."""
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:  # not a pipe: a server logging every request would fill one, and block
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}{probe}", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                log.seek(0)
+                pytest.fail(f"{' '.join(command[:4])} did not come up: {log.read().decode()[-2000:]}")
+            time.sleep(0.5)
+        try:
+            yield url
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGINT)
+            server.wait(timeout=60)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
+
+
 @contextmanager
 def mlflow_process(command: str, *args: str, timeout: float = 120) -> Iterator[str]:
     """``mlflow <command> <args> --host 127.0.0.1 --port <free>`` until the block ends; yields its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", command, *args, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # stopped as a group: its uvicorn workers outlive a SIGTERM to it alone
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            server.kill()
-            pytest.fail(f"mlflow {command} did not come up")
-        time.sleep(0.5)
-    try:
+    port = free_port()
+    cmd = [sys.executable, "-m", "mlflow", command, *args, "--host", "127.0.0.1", "--port", str(port)]
+    with server_process(cmd, port, timeout=timeout) as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
 
 
 @contextmanager
@@ -191,8 +202,6 @@ def killed_after_writes(n: int):
 
 def git_checkout(folder: Path, branch: str, files: dict[str, str]) -> str:
     """``folder`` as a git checkout of ``branch`` with ``files`` committed once; the commit's hash."""
-    import subprocess
-
     git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q", "-b", branch], check=True)
     for name, text in files.items():

@@ -12,7 +12,8 @@ Markdown for CI),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base),
 :mod:`~ragtrack.api.production` (pull an app's production conversations),
 :mod:`~ragtrack.api.triage` (rank their bad cases),
-:mod:`~ragtrack.api.monitoring` (score each day's traffic) and
+:mod:`~ragtrack.api.monitoring` (score each day's traffic),
+:mod:`~ragtrack.api.serving` (the champion behind MLflow's model server) and
 :mod:`~ragtrack.api.project` (init, the MLflow UI, the cache). Names
 are imported on first use, so ``import ragtrack.api`` loads neither MLflow nor
 the retrieval stack.
@@ -66,6 +67,7 @@ _HOMES = {
     ],
     "corpus": ["PassageRow", "list_passages", "open_corpus", "search_passages", "show_passage"],
     "project": ["InitReport", "cache_entries", "init_project", "prune_cache", "ui_command"],
+    "serving": ["ServePlan", "serve_command"],
     "platforms": ["import_corpus"],
     "production": ["PullReport", "pull_logs"],
     "monitoring": ["MonitorReport", "monitor"],

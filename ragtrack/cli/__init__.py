@@ -85,6 +85,27 @@ MARKDOWN = _output_file(
     "Also append the run's description (the Markdown its MLflow page shows) to this file, e.g. "
     "$GITHUB_STEP_SUMMARY or a pull-request comment; - prints it (alone on stdout: the tables go to stderr).",
 )
+
+
+def engine_options(work: str):
+    """--engine and --master: where ``work`` is done (the engines registry's names)."""
+    from ragtrack.engines import ENGINES
+
+    def add(f):
+        f = click.option(
+            "--master", help="Spark master for --engine spark (default: [spark] master of ragtrack.toml, local[*])."
+        )(f)
+        return click.option(
+            "--engine",
+            type=click.Choice(ENGINES.names()),
+            default="local",
+            show_default=True,
+            help=f"Where {work}: this process, or Spark.",
+        )(f)
+
+    return add
+
+
 JSON_OUT = _output_file(
     "--json",
     "json_out",
@@ -309,4 +330,4 @@ def show(*renderables) -> None:
 
 
 # Each module adds its commands to ``main``.
-from ragtrack.cli import corpus, decisions, evaluate, golden, judge, logs, monitor, platforms, project, triage  # noqa: E402, F401
+from ragtrack.cli import corpus, decisions, evaluate, golden, judge, logs, monitor, platforms, project, serve, triage  # noqa: E402, F401

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
-import signal
-import socket
-import subprocess
-import time
 
 import click
 
 from ragtrack.caches import CACHE_KINDS
 from ragtrack.cli import console, err, main, project_root, warn
+from ragtrack.cli.serve import supervise
 
 
 @main.command()
@@ -73,35 +68,7 @@ def ui(ctx, port, host, tracking_uri):
 
     cmd = ui_command(root=project_root(ctx), tracking_uri=tracking_uri, host=host, port=port)
     err.print(f"starting the MLflow UI on http://{host}:{port} …")
-    # Its own process group, stopped as a whole: `mlflow ui` left its server workers running on
-    # SIGTERM (and on Ctrl+C), holding the port.
-    server = subprocess.Popen(cmd, start_new_session=True)
-    try:
-        # The address once it answers: printed at once, it refused connections for half a minute.
-        if _answers(server, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port):
-            console.print(f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
-        server.wait()
-    finally:
-        if server.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)  # workers the server itself left behind
-
-
-def _answers(server: subprocess.Popen, host: str, port: int) -> bool:
-    """Wait until ``host:port`` accepts connections (True) or the server exits (False)."""
-    while server.poll() is None:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.3)
-    return False
+    supervise(cmd, host, port, f"MLflow UI on http://{host}:{port}  (Ctrl+C to stop)")
 
 
 @main.group()

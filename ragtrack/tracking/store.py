@@ -558,8 +558,12 @@ class Store:
 
     def champion(self) -> tuple[str, str] | None:
         """(model version, agent version name) the ``champion`` alias points at, or None."""
+        return self.aliased(ALIAS)
+
+    def aliased(self, alias: str) -> tuple[str, str] | None:
+        """(model version, agent version name) the registry alias ``alias`` points at, or None."""
         try:
-            mv = self.client.get_model_version_by_alias(self.registered_model, ALIAS)
+            mv = self.client.get_model_version_by_alias(self.registered_model, alias)
         except MlflowException:
             return None
         return str(mv.version), mv.tags.get(Tag.VERSION, "?")
