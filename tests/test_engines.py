@@ -21,7 +21,7 @@ from ragtrack.llm.fake_server import FakeOpenAIServer
 from ragtrack.registry import UnknownNameError
 from ragtrack.tracking.store import Tag, open_store
 
-from .conftest import DATA, REPO, crash_after
+from .conftest import DATA, REPO, crash_after, make_project
 
 
 def timeless(record) -> dict:
@@ -159,3 +159,47 @@ def test_an_agent_output_survives_its_json_form():
     usage = Usage(calls=1, tokens_in=3, cost_usd=0.5, latencies=[0.1])
     out = AgentOutput("a", [ctx], ["q2"], ["o"], ["e"], {"answer": usage}, False, [stage], False, True)
     assert AgentOutput.from_json(out.to_json()) == out
+
+
+def monitored(root, tiny_corpus, *args: str) -> tuple[dict, dict]:
+    """Two days of traffic pulled into ``root`` and monitored (every message sampled): each window run's
+    metrics, and each message's verdicts on its trace (name → (score, rationale))."""
+    from ragtrack.tracking.production import ProductionLog
+
+    from .test_production_loop import _day, _monitor_runs, _pull
+
+    _pull(root, _day("2025-03-01", 4, tiny_corpus, 0) + _day("2025-03-02", 10, tiny_corpus, 4), "export")
+    result = CliRunner().invoke(main, ["--root", str(root), "monitor", "--sample-rate", "1", *args])
+    assert result.exit_code == 1, result.output  # the second day's dislikes alarm, whichever engine judged
+    runs = {key: run.data.metrics for key, run in _monitor_runs(root).items()}
+    log = ProductionLog(open_store(load_config(root)))
+    verdicts = {
+        info.tags[Tag.PRODUCTION_MESSAGE]: sorted(
+            (a.name, a.value, a.rationale) for a in info.assessments or () if a.name.startswith("judge/")
+        )
+        for info in log.trace_infos()
+    }
+    return runs, verdicts
+
+
+def test_monitor_on_spark_writes_the_local_engines_verdicts_and_runs(tmp_path, tiny_corpus, spark):
+    local = monitored(make_project(tmp_path / "local"), tiny_corpus)
+    on_spark = monitored(make_project(tmp_path / "spark"), tiny_corpus, "--engine", "spark", "--master", "local[2]")
+    assert on_spark == local
+    runs, verdicts = on_spark
+    assert len(runs) == 2 and sum(len(v) for v in verdicts.values()) == 2 * (22 + 24)
+
+
+def test_monitor_on_spark_shares_the_judge_endpoints_limit(project, tiny_corpus, spark, monkeypatch):
+    """48 messages in tasks of 8, two at once; the endpoint allows 3 requests in flight: one each."""
+    (project / "ragtrack.toml").write_text("[eval]\nmax_concurrency = 3\n")
+    with FakeOpenAIServer(latency_s=0.1, capacity=16) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-key-for-the-spark-judges")
+        runs, verdicts = monitored(
+            project, tiny_corpus, "--judge", "openai:judge", "--engine", "spark", "--master", "local[2]"
+        )
+    assert sum(len(v) for v in verdicts.values()) == 2 * (22 + 24)
+    assert 0 < len(server.log.requests) <= 2 * (22 + 24)  # messages alike are asked once, then cached
+    assert 1 <= server.log.peak_in_flight <= 2
+    assert all(metrics["judged_relevance"] == 24 for metrics in runs.values())

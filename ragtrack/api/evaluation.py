@@ -19,7 +19,7 @@ from pydantic import ConfigDict, validate_call
 from ragtrack.agent import Agent, AgentContext, build_agent
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
-from ragtrack.engines import ENGINES, Engine, VersionSource, Work, make_engine
+from ragtrack.engines import ENGINES, Engine, JudgeSource, VersionSource, Work, make_engine
 from ragtrack.engines.local import LocalEngine
 from ragtrack.errors import RagtrackError, warning_summary
 from ragtrack.evaluation import metrics as m
@@ -358,9 +358,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
                 model_uri(store, model),
                 str(Path(corpus.source).resolve()),
                 corpus.digest,
-                str(Path(o.root).resolve()),
-                o.judge or config.eval.judge,
-                o.use_cache,
+                JudgeSource(str(Path(o.root).resolve()), o.judge or config.eval.judge, o.use_cache),
             ),
         )
     except BaseException:

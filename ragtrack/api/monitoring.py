@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.api.triage import Judging, judge_messages, judging_cost, read_production, reference_free_panel
+from ragtrack.api.triage import judging_cost, read_production
 from ragtrack.config import load_config
+from ragtrack.engines import JudgeSource, MessageWork, make_engine
 from ragtrack.errors import RagtrackError
+from ragtrack.production.judging import Judging, reference_free_panel
 from ragtrack.production.monitor import Comparison, Cost, Drop, Window, compare_all, windows
 from ragtrack.production.signals import in_sample, judges_for, sample_point
 from ragtrack.text import language_of
@@ -65,6 +67,8 @@ def monitor(
     max_calls: int | None = None,
     dry_run: bool = False,
     use_cache: bool = True,
+    engine: str = "local",
+    master: str | None = None,
     on_cost: Callable[[Cost], None] = lambda cost: None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> MonitorReport:
@@ -72,11 +76,13 @@ def monitor(
 
     ``sample_rate``, ``max_calls`` and the drop thresholds default to ``[monitor]`` of ragtrack.toml.
     ``dry_run``: work out the windows and what judging would cost, write nothing. ``on_cost`` hears the
-    cost before the first judge call.
+    cost before the first judge call. ``engine`` judges here (``local``) or on Spark (``spark``, on
+    ``master``, default ``[spark] master``): the same verdicts, written here as they come.
     """
     from ragtrack.tracking.monitoring import MonitorRuns, Verdicts
 
     config = load_config(root)
+    judging_engine = make_engine(engine, config, master)  # an unknown engine fails before any work
     settings = config.monitor
     rate = settings.sample_rate if sample_rate is None else sample_rate
     budget = settings.max_calls if max_calls is None else max_calls
@@ -132,7 +138,8 @@ def monitor(
                     if v.score is not None:
                         scores.setdefault(m.message_id, {})[j] = v.score
 
-        report.judging = judge_messages(kept, panel, llm, cost, on_chunk=write, progress=progress)
+        source = JudgeSource(str(Path(config.root).resolve()), judge, use_cache)
+        report.judging = judging_engine.judge_messages(MessageWork(kept, panel, cost, source, write, progress))
         if report.judging.stopped:
             report.notes.append(f"judging stopped early, what was judged is kept: {report.judging.stopped}")
     all_windows = windows(messages, scores)

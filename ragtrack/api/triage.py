@@ -7,8 +7,8 @@
 
 The messages are read from the project's ``<experiment>-production`` experiment
 (``ragtrack logs pull`` wrote them); the ranking itself is
-:mod:`ragtrack.production.triage`. Judging here is shared with the monitor:
-reference-free judges on a deterministic sample, its cost worked out first.
+:mod:`ragtrack.production.triage`. Judging (:mod:`ragtrack.production.judging`) is shared with
+the monitor: reference-free judges on a deterministic sample, its cost worked out first.
 """
 
 from __future__ import annotations
@@ -21,33 +21,19 @@ from typing import TYPE_CHECKING
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
-from ragtrack.llm import LLM, CircuitOpenError, make_llm
+from ragtrack.llm import LLM
+from ragtrack.production.judging import Judging, judge_messages, reference_free_panel
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.monitor import Cost, estimate_tokens
-from ragtrack.production.signals import LOW_RETRIEVAL_SCORE, in_sample, judge_input, judges_for, sample_point, signals
+from ragtrack.production.signals import LOW_RETRIEVAL_SCORE, in_sample, judges_for, sample_point, signals
 from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY
 from ragtrack.production.triage import Triage
-from ragtrack.records import JudgeRecord
 
 if TYPE_CHECKING:
     from ragtrack.tracking.store import Store
 
 #: The share of messages without a dislike that triage judges by default.
 TRIAGE_SAMPLE_RATE = 0.25
-CHUNK = 50  # verdicts are handed over (and, by the monitor, written) this many messages at a time
-
-
-@dataclass
-class Judging:
-    """One judging pass over production messages: who judged, what it cost, what came back."""
-
-    label: str  # the run-param form: "heuristic" or the backend identity
-    identity: str  # judge identity (backend, prompts, temperature, max tokens)
-    cost: Cost
-    verdicts: dict[str, dict[str, JudgeRecord]]  # message ID → judge → verdict
-    failed: int = 0  # verdicts that came back as errors
-    stopped: str = ""  # why judging stopped early (the endpoint kept failing), "" when it did not
-    accounting: dict | None = None
 
 
 def judging_cost(messages: list[ProductionMessage], panel: JudgePanel, llm: LLM) -> Cost:
@@ -63,51 +49,6 @@ def judging_cost(messages: list[ProductionMessage], panel: JudgePanel, llm: LLM)
     known = llm.price.input or llm.price.output
     usd = llm.price.cost(tokens_in, tokens_out) if known and not llm.is_offline else None
     return Cost(len(messages), calls, tokens_in, tokens_out, usd, llm.is_offline)
-
-
-def judge_messages(
-    messages: list[ProductionMessage],
-    panel: JudgePanel,
-    llm: LLM,
-    cost: Cost,
-    *,
-    on_chunk: Callable[[list[ProductionMessage], dict[str, dict[str, JudgeRecord]]], None] = lambda m, v: None,
-    progress: Callable[[str], None] = lambda line: None,
-) -> Judging:
-    """Every reference-free judge that can read each message; ``on_chunk`` hears each finished chunk
-    (the monitor writes it to the traces at once, so an interruption loses at most one chunk)."""
-    judging = Judging(panel.label, panel.identity, cost, {})
-    done = 0
-    for start in range(0, len(messages), CHUNK):
-        chunk = messages[start : start + CHUNK]
-        verdicts: dict[str, dict[str, JudgeRecord]] = {m.message_id: {} for m in chunk}
-        try:
-            for judge, step in panel.steps.items():
-                todo = [m for m in chunk if judge in judges_for(m)]
-                for m, result in zip(todo, llm.map(step, [judge_input(m) for m in todo]), strict=True):
-                    if result.ok:
-                        verdicts[m.message_id][judge] = JudgeRecord(
-                            result.value.score, result.value.normalized, result.value.reason
-                        )
-                    else:
-                        verdicts[m.message_id][judge] = JudgeRecord(None, None, "", result.error, result.raw)
-                        judging.failed += 1
-        except CircuitOpenError as e:
-            judging.stopped = str(e)
-            break
-        judging.verdicts.update(verdicts)
-        on_chunk(chunk, verdicts)
-        done += len(chunk)
-        progress(f"judged {done}/{len(messages)} messages")
-    judging.accounting = llm.accounting.summary()
-    return judging
-
-
-def reference_free_panel(judge: str, config: ProjectConfig, language: str, use_cache: bool) -> tuple[JudgePanel, LLM]:
-    llm = make_llm(judge, config, use_cache=use_cache)
-    panel = JudgePanel.create(llm, language, config.eval.judge_max_tokens)
-    panel.steps = {name: step for name, step in panel.steps.items() if name in ("groundedness", "relevance")}
-    return panel, llm
 
 
 @dataclass
@@ -181,7 +122,7 @@ def triage_logs(
     sample = sorted((m for m in messages if m.rating != "dislike" and in_sample(m, sample_rate)), key=sample_point)
     cost = judging_cost(sample, panel, llm)
     on_cost(cost)
-    judging = judge_messages(sample, panel, llm, cost, progress=progress)
+    judging = judge_messages(sample, panel, cost, progress=progress)
     evidence = {
         m.message_id: signals(
             m,

@@ -16,6 +16,7 @@ from ragtrack.cli import (
     MARKDOWN,
     console,
     cyclic_gc_paused,
+    engine_options,
     err,
     main,
     show,
@@ -25,9 +26,6 @@ from ragtrack.cli import (
 )
 from ragtrack.cli.corpus import CORPUS_HELP
 from ragtrack.cli.golden import GOLDEN_HELP
-from ragtrack.engines import ENGINES
-
-ENGINE_NAMES = ENGINES.names()
 
 
 class ItemProgress:
@@ -123,14 +121,7 @@ def _duration(seconds: float) -> str:
 )
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
-@click.option(
-    "--engine",
-    type=click.Choice(ENGINE_NAMES),
-    default="local",
-    show_default=True,
-    help="Where items are answered and judged: this process, or Spark (the registered pyfunc as a UDF).",
-)
-@click.option("--master", help="Spark master for --engine spark (default: [spark] master of ragtrack.toml, local[*]).")
+@engine_options("items are answered and judged (on Spark: the registered pyfunc as a UDF)")
 @MARKDOWN
 @JSON_OUT
 @click.pass_context

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ragtrack.cli import JSON_OUT, console, main, show, warn, write_json
+from ragtrack.cli import JSON_OUT, console, engine_options, main, show, warn, write_json
 from ragtrack.cli.triage import judge_options, message_filters, on_stderr
 
 
@@ -19,10 +19,24 @@ from ragtrack.cli.triage import judge_options, message_filters, on_stderr
     help="At most this many judge calls; the sample is cut to fit  [default: [monitor] max_calls, 2000].",
 )
 @click.option("--dry-run", is_flag=True, help="Show the windows and what judging would cost; write nothing.")
+@engine_options("the sample is judged")
 @JSON_OUT
 @click.pass_context
 def monitor_cmd(
-    ctx, source, app, since, until, tracking_uri, judge, sample_rate, no_cache, max_calls, dry_run, json_out
+    ctx,
+    source,
+    app,
+    since,
+    until,
+    tracking_uri,
+    judge,
+    sample_rate,
+    no_cache,
+    max_calls,
+    dry_run,
+    engine,
+    master,
+    json_out,
 ):
     """Score the production traffic pulled since the last run: for each app version and day with
     new messages, groundedness and relevance on a sample (verdicts written on the traces), and one
@@ -41,6 +55,7 @@ def monitor_cmd(
       ragtrack monitor                              # after each `ragtrack logs pull`
       ragtrack monitor --dry-run --sample-rate 0.5  # what it would cost
       ragtrack monitor --judge deepseek --since 2025-06-05
+      ragtrack monitor --judge deepseek --engine spark --master spark://head:7077   # a month of traffic
     """
     from ragtrack import report as view
     from ragtrack.api import monitor
@@ -57,6 +72,8 @@ def monitor_cmd(
         max_calls=max_calls,
         dry_run=dry_run,
         use_cache=not no_cache,
+        engine=engine,
+        master=master,
         **on_stderr(),
     )
     show(view.monitor_table(report))

@@ -1,4 +1,5 @@
-"""Engines: where an eval's items are answered and judged — this process, or a Spark cluster.
+"""Engines: where an eval's items are answered and judged, and production messages judged — this
+process, or a Spark cluster.
 
 Everything before the items (inputs, the agent's identity, the run) and after them
 (aggregation, traces, metrics, the description) is the same code whichever engine
@@ -12,6 +13,10 @@ judges' verdicts, so both engines give the same records for the same answers.
   agent's and the judge endpoint's concurrency.
 * ``spark`` — the version's registered pyfunc answers through ``mlflow.pyfunc.spark_udf``,
   judges run in a pandas UDF under the endpoint's total limit (:mod:`ragtrack.engines.spark`).
+
+The monitor's judging goes through the same port (:meth:`Engine.judge_messages`): one
+chunk of messages is judged by :func:`~ragtrack.production.judging.judge_chunk` wherever
+it runs, and the verdicts are written to the traces here, as they come.
 """
 
 from __future__ import annotations
@@ -27,19 +32,29 @@ if TYPE_CHECKING:
     from ragtrack.config import ProjectConfig
     from ragtrack.evaluation.judges import JudgePanel
     from ragtrack.evaluation.runner import EvalOutcome, ItemSink
+    from ragtrack.production.judging import Judging, Verdicts
+    from ragtrack.production.messages import ProductionMessage
+    from ragtrack.production.monitor import Cost
+
+
+@dataclass(frozen=True)
+class JudgeSource:
+    """What another process (a Spark executor) rebuilds the judges from: the project's config names
+    the judge's profile, cache and token budget."""
+
+    root: str  # the project (its ragtrack.toml), absolute
+    judge: str  # the judges' LLM name (offline, openai:<model>, local:<path>, a profile)
+    use_cache: bool = True
 
 
 @dataclass(frozen=True)
 class VersionSource:
-    """Where another process finds the version and its judges: what an engine that answers outside this
-    process (a Spark executor) rebuilds them from."""
+    """Where another process finds the version and its judges."""
 
     model_uri: str  # the version's registered pyfunc: models:/<registered model>/<version>
     corpus: str  # the corpus path the agent maps contexts to
     corpus_digest: str  # what an executor's corpus must hash to (another file there means other records)
-    root: str  # the project (its ragtrack.toml), absolute
-    judge: str  # the judges' LLM name (offline, openai:<model>, local:<path>, a profile)
-    use_cache: bool = True
+    judges: JudgeSource
 
 
 @dataclass
@@ -53,8 +68,21 @@ class Work:
     on_stage: Callable[[str], None] = field(default=lambda stage: None)
 
 
+@dataclass
+class MessageWork:
+    """Production messages for an engine to judge (the monitor's sample): the reference-free panel built
+    here, what judging will cost, and who hears each finished chunk of verdicts."""
+
+    messages: list[ProductionMessage]
+    panel: JudgePanel
+    cost: Cost
+    source: JudgeSource
+    on_chunk: Callable[[list[ProductionMessage], Verdicts], None] = field(default=lambda m, v: None)
+    progress: Callable[[str], None] = field(default=lambda line: None)
+
+
 class Engine(Protocol):
-    """Answers and judges the sink's items still to do; returns the outcome (records in golden order)."""
+    """Where the work is done: an eval's items answered and judged, production messages judged."""
 
     name: str
 
@@ -68,7 +96,13 @@ class Engine(Protocol):
         """The engine as the project configures it; ``master`` (``--master``) overrides the config's cluster."""
         ...
 
-    def run(self, work: Work) -> EvalOutcome: ...
+    def run(self, work: Work) -> EvalOutcome:
+        """Answer and judge the sink's items still to do; the outcome's records in golden order."""
+        ...
+
+    def judge_messages(self, work: MessageWork) -> Judging:
+        """Every reference-free judge on each message it can read, each chunk handed to ``on_chunk``."""
+        ...
 
 
 def make_engine(name: str, config: ProjectConfig, master: str | None = None) -> Engine:

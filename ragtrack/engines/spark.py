@@ -14,6 +14,11 @@ stream back (a finished task is checkpointed while others run), lets a failing e
 stop the run within a task's worth of work, and bounds what is in flight at the judge
 endpoint: with an endpoint limit ``L`` and ``S`` task slots, ``min(S, L)`` tasks run at
 once, each judging under ``L // min(S, L)`` — never more than ``L`` in total.
+
+``ragtrack monitor --engine spark`` judges production messages the same way: chunks of
+them as tasks, the reference-free judges in a pandas UDF
+(:func:`~ragtrack.engines.spark_judging.judge_message_rows`), each chunk's verdicts
+written to the traces on the driver as it arrives.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import threading
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from importlib import resources
 from typing import Tuple  # noqa: UP035 - pandas_udf reads its type hints, and wants typing's
@@ -35,14 +40,16 @@ import pandas as pd
 
 from ragtrack.agent import AgentOutput
 from ragtrack.config import ProjectConfig
-from ragtrack.engines import Work
-from ragtrack.engines.spark_judging import JudgeSetup, judge_rows
+from ragtrack.engines import MessageWork, Work
+from ragtrack.engines.spark_judging import JudgeSetup, judge_message_rows, judge_rows
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.runner import EvalOutcome
 from ragtrack.evaluation.scoring import item_record
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
+from ragtrack.production.judging import CHUNK, Judging, failures
+from ragtrack.production.messages import ProductionMessage
 from ragtrack.records import JudgeRecord
 from ragtrack.secrets import secret_values
 from ragtrack.tracking.answering import ModelSettings
@@ -112,6 +119,17 @@ def judge_udf(setup: JudgeSetup):
     return judge
 
 
+def message_judge_udf(setup: JudgeSetup):
+    """A pandas UDF production message JSON → verdicts JSON: a task's messages judged as one chunk."""
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("string")
+    def judge(messages: pd.Series) -> pd.Series:
+        return pd.Series(judge_message_rows(setup, messages.tolist()))
+
+    return judge
+
+
 def endpoint_share(slots: int, limit: int | None) -> tuple[int, int | None]:
     """(tasks at once, judge requests each may have in flight) for ``slots`` task slots and a judge
     endpoint that serves ``limit`` requests at once (None: no endpoint to share, every slot works)."""
@@ -140,71 +158,141 @@ class SparkEngine:
     def create(cls, config: ProjectConfig, master: str | None) -> SparkEngine:
         return cls(master or config.spark.master, dict(config.spark.conf))
 
+    def _start(self, on_stage: Callable[[str], None], panel) -> tuple:
+        """The session, how many tasks at once and each one's share of the judge endpoint, the executors' env."""
+        on_stage(f"starting Spark ({self.master})")
+        spark = spark_session(self.master, self.conf)
+        at_once, ceiling = endpoint_share(spark.sparkContext.defaultParallelism, panel.llm.endpoint_limit)
+        return spark, at_once, ceiling, executor_env()
+
     def run(self, work: Work) -> EvalOutcome:
         sink, source, panel = work.sink, work.source, work.panel
         todo = sink.todo()
         if not todo:
             return sink.outcome()
-        work.on_stage(f"starting Spark ({self.master})")
-        spark = spark_session(self.master, self.conf)
-        at_once, ceiling = endpoint_share(spark.sparkContext.defaultParallelism, panel.llm.endpoint_limit)
-        env = executor_env()
-        settings = ModelSettings(source.corpus, source.root, source.use_cache, "record")
+        spark, at_once, ceiling, env = self._start(work.on_stage, panel)
+        settings = ModelSettings(source.corpus, source.judges.root, source.judges.use_cache, "record")
         answer = answer_udf(spark, source.model_uri, settings, env)
-        setup = JudgeSetup(
-            source.root, source.judge, panel.language, source.use_cache, panel.samples, ceiling, panel.identity, env
-        )
-        judge = judge_udf(setup)
+        judge = judge_udf(JudgeSetup.of(source.judges, panel, ceiling, env))
         size = task_items(len(todo), at_once)
-        chunks = deque(todo[i : i + size] for i in range(0, len(todo), size))
+        chunks = [todo[i : i + size] for i in range(0, len(todo), size)]
         share = f", {ceiling} judge requests each" if ceiling else ""
         work.on_stage(f"answering on Spark: {len(chunks)} tasks of up to {size} questions, {at_once} at once{share}")
-        return _Run(work, spark, answer, judge, at_once).collect(chunks)
+        items = _Items(work)
+        jobs = _Jobs(spark, at_once, f"ragtrack eval {work.agent.identity.name}")
+
+        def task(chunk: list[GoldenItem]) -> list:
+            rows = [(i.id, i.question, i.model_dump_json()) for i in chunk]
+            frame = jobs.frame(rows, "id string, question string, item string")
+            answered = frame.withColumn("answer", answer("question"))
+            return answered.select("id", "answer", judge("item", "answer").alias("verdict")).collect()
+
+        jobs.run(chunks, task, items.finish)
+        return sink.outcome(items.stopped, peak_in_flight=_peak(items.peaks, at_once))
+
+    def judge_messages(self, work: MessageWork) -> Judging:
+        panel = work.panel
+        judging = Judging(panel.label, panel.identity, work.cost, {})
+        if work.messages:
+            spark, at_once, ceiling, env = self._start(work.progress, panel)
+            judge = message_judge_udf(JudgeSetup.of(work.source, panel, ceiling, env))
+            size = min(CHUNK, task_items(len(work.messages), at_once))  # a chunk is also what is written at once
+            chunks = [work.messages[i : i + size] for i in range(0, len(work.messages), size)]
+            work.progress(f"judging on Spark: {len(chunks)} tasks of up to {size} messages, {at_once} at once")
+            jobs = _Jobs(spark, at_once, "ragtrack monitor")
+            peaks: dict[str, int] = {}
+
+            def task(chunk: list[ProductionMessage]) -> list:
+                rows = [(m.message_id, json.dumps(m.to_json(), ensure_ascii=False)) for m in chunk]
+                return (
+                    jobs.frame(rows, "id string, message string")
+                    .select("id", judge("message").alias("verdict"))
+                    .collect()
+                )
+
+            def finish(chunk: list[ProductionMessage], rows: list) -> bool:
+                by_id = {row.id: json.loads(row.verdict) for row in rows}
+                replies = [by_id[m.message_id] for m in chunk]
+                if "failed" in replies[0]:
+                    raise RagtrackError(f"a Spark executor could not judge: {replies[0]['failed']}")
+                if "stopped" in replies[0]:
+                    judging.stopped = replies[0]["stopped"]
+                    return False
+                panel.llm.accounting.add_all({step: Usage.from_json(u) for step, u in replies[0]["usage"].items()})
+                peaks[replies[0]["worker"]] = max(peaks.get(replies[0]["worker"], 0), replies[0]["peak"])
+                verdicts = {
+                    m.message_id: {name: JudgeRecord(**v) for name, v in reply["verdicts"].items()}
+                    for m, reply in zip(chunk, replies, strict=True)
+                }
+                judging.failed += failures(verdicts)
+                judging.verdicts.update(verdicts)
+                work.on_chunk(chunk, verdicts)
+                work.progress(f"judged {len(judging.verdicts)}/{len(work.messages)} messages")
+                return True
+
+            jobs.run(chunks, task, finish)
+        judging.accounting = panel.llm.accounting.summary()
+        return judging
 
 
-class _Run:
-    """The driver's side of one Spark eval: tasks submitted, rows turned into records as they come."""
+def _peak(peaks: dict[str, int], at_once: int) -> int:
+    """The most requests in flight at once, bounded: the busiest workers' peaks, all at once."""
+    return sum(sorted(peaks.values())[-at_once:])
 
-    def __init__(self, work: Work, spark, answer, judge, at_once: int):
-        self.work, self.spark, self.answer, self.judge, self.at_once = work, spark, answer, judge, at_once
+
+class _Jobs:
+    """Chunks of work as Spark jobs, one task each, ``at_once`` at a time from a pool of driver threads.
+
+    Each finished chunk's rows are handed to ``finish`` on the calling thread as it comes (so it is
+    checkpointed, or written, while others run); ``finish`` returning False stops the run: what is in
+    flight is cancelled, what finished is kept."""
+
+    def __init__(self, spark, at_once: int, description: str):
+        self.spark, self.at_once, self.description = spark, at_once, description
         self.group = f"ragtrack-{uuid.uuid4().hex[:12]}"
-        self.stopped: CircuitOpenError | None = None
-        self.peaks: dict[str, int] = {}  # judge worker → the most requests it had in flight
 
-    def collect(self, chunks: deque[list[GoldenItem]]) -> EvalOutcome:
-        running: dict[Future, list[GoldenItem]] = {}
+    def frame(self, rows: list[tuple], schema: str):
+        """``rows`` as a one-partition DataFrame (one task), in this job group."""
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
+        return self.spark.createDataFrame(sc.parallelize(rows, 1), schema)
+
+    def run(self, chunks: list[list], task: Callable[[list], list], finish: Callable[[list, list], bool]) -> None:
+        waiting = deque(chunks)
+        running: dict[Future, list] = {}
         pool = ThreadPoolExecutor(self.at_once, thread_name_prefix="spark-task")
-        clean = False
+        go_on = clean = True
         try:
-            while (chunks and self.stopped is None) or running:
-                while chunks and self.stopped is None and len(running) < self.at_once:
-                    chunk = chunks.popleft()
-                    running[pool.submit(self._task, chunk)] = chunk
+            while (waiting and go_on) or running:
+                while waiting and go_on and len(running) < self.at_once:
+                    chunk = waiting.popleft()
+                    running[pool.submit(task, chunk)] = chunk
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     chunk = running.pop(future)
-                    for item, row in zip(chunk, _rows(future), strict=True):
-                        self._finish(item, row)
-                if self.stopped:  # the endpoint keeps failing: keep what finished, drop what is in flight
+                    go_on = finish(chunk, _rows(future)) and go_on
+                if not go_on:  # the endpoint keeps failing: keep what finished, drop what is in flight
                     break
-            clean = self.stopped is None
+            clean = go_on
         finally:
             if not clean:
                 self.spark.sparkContext.cancelJobGroup(self.group)
             pool.shutdown(wait=clean, cancel_futures=True)
-        peak = sum(sorted(self.peaks.values())[-self.at_once :])  # the busiest workers, all at once: a bound
-        return self.work.sink.outcome(self.stopped, peak_in_flight=peak)
 
-    def _task(self, chunk: list[GoldenItem]) -> list:
-        """One task: answer and judge ``chunk`` on an executor; its rows in chunk order."""
-        sc = self.spark.sparkContext
-        sc.setJobGroup(self.group, f"ragtrack eval {self.work.agent.identity.name}", interruptOnCancel=True)
-        rows = [(i.id, i.question, i.model_dump_json()) for i in chunk]
-        frame = self.spark.createDataFrame(sc.parallelize(rows, 1), "id string, question string, item string")
-        answered = frame.withColumn("answer", self.answer("question"))
-        judged = answered.select("id", "answer", self.judge("item", "answer").alias("verdict"))
-        by_id = {row.id: row for row in judged.collect()}
-        return [by_id[i.id] for i in chunk]
+
+class _Items:
+    """The driver's side of a Spark eval: each answered and judged row made an item record."""
+
+    def __init__(self, work: Work):
+        self.work = work
+        self.stopped: CircuitOpenError | None = None
+        self.peaks: dict[str, int] = {}  # judge worker → the most requests it had in flight
+
+    def finish(self, chunk: list[GoldenItem], rows: list) -> bool:
+        by_id = {row.id: row for row in rows}
+        for item in chunk:
+            self._finish(item, by_id[item.id])
+        return self.stopped is None
 
     def _finish(self, item: GoldenItem, row) -> None:
         answered, judged = json.loads(row.answer), json.loads(row.verdict)

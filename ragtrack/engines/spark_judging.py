@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from ragtrack.agent import AgentOutput
+from ragtrack.engines import JudgeSource
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.scoring import judge_input, judges_for
@@ -29,19 +30,22 @@ from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
 class JudgeSetup:
     """How an executor builds the driver's judges (shipped to it inside the UDF)."""
 
-    root: str  # the project: its ragtrack.toml names the judge's profiles, caches and token budget
-    judge: str  # the LLM name
+    source: JudgeSource  # the project, the judge's LLM name, whether cached replies are read
     language: str
-    use_cache: bool
     samples: int  # verdicts per LLM judge and item (--judge-samples)
+    steps: tuple[str, ...]  # the driver's panel's judges (the monitor's: the reference-free ones)
     ceiling: int | None  # this task's share of the endpoint's concurrency; None: no endpoint to share
     identity: str  # the driver's panel's: the executor's must match
     # The variables the judge's backend reads (its key, its base URL); set while the panel is made.
     env: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
+    @classmethod
+    def of(cls, source: JudgeSource, panel: JudgePanel, ceiling: int | None, env: dict[str, str]) -> JudgeSetup:
+        return cls(source, panel.language, panel.samples, tuple(panel.steps), ceiling, panel.identity, env)
+
     @property
     def key(self) -> tuple:
-        return (self.root, self.judge, self.language, self.use_cache, self.samples, self.ceiling, self.identity)
+        return (self.source, self.language, self.samples, self.steps, self.ceiling, self.identity)
 
 
 _panels: dict[tuple, JudgePanel] = {}
@@ -55,11 +59,12 @@ def panel_for(setup: JudgeSetup) -> JudgePanel:
             from ragtrack.config import load_config
             from ragtrack.llm import make_llm
 
+            source = setup.source
             saved = {name: os.environ.get(name) for name in setup.env}
             os.environ.update(setup.env)
             try:
-                config = load_config(setup.root)
-                llm = make_llm(setup.judge, config, use_cache=setup.use_cache, ceiling=setup.ceiling)
+                config = load_config(source.root)
+                llm = make_llm(source.judge, config, use_cache=source.use_cache, ceiling=setup.ceiling)
             finally:
                 for name, value in saved.items():
                     if value is None:
@@ -67,10 +72,11 @@ def panel_for(setup: JudgeSetup) -> JudgePanel:
                     else:
                         os.environ[name] = value
             panel = JudgePanel.create(llm, setup.language, config.eval.judge_max_tokens, setup.samples)
+            panel.steps = {name: step for name, step in panel.steps.items() if name in setup.steps}
             if panel.identity != setup.identity:
                 raise RagtrackError(
                     f"the judges on a Spark executor are {panel.identity}, not {setup.identity} as on the driver "
-                    f"(does {setup.root}/ragtrack.toml read the same there?)"
+                    f"(does {source.root}/ragtrack.toml read the same there?)"
                 )
             _panels[setup.key] = panel
         return _panels[setup.key]
@@ -112,3 +118,31 @@ def judge_rows(setup: JudgeSetup, items: list[str], answers: list[str]) -> list[
         return [one(p) for p in pairs]
     with ThreadPoolExecutor(panel.llm.workers, thread_name_prefix="judge") as pool:  # the limiter decides
         return list(pool.map(one, pairs))
+
+
+def judge_message_rows(setup: JudgeSetup, messages: list[str]) -> list[str]:
+    """The verdicts on a task's production messages (JSON each), through the same
+    :func:`~ragtrack.production.judging.judge_chunk` as in the driver's process: one JSON row per
+    message, the task's usage and peak on the first."""
+    from ragtrack.production.judging import judge_chunk
+    from ragtrack.production.messages import ProductionMessage
+
+    try:
+        panel = panel_for(setup)
+    except Exception as e:  # the driver raises it as the run's error, in one line
+        return [json.dumps({"failed": f"{type(e).__name__}: {e}"})] * len(messages)
+    chunk = [ProductionMessage.from_json(json.loads(m)) for m in messages]
+    try:
+        verdicts, usage = judge_chunk(chunk, panel)
+    except CircuitOpenError as e:
+        return [json.dumps({"stopped": str(e), "refused": isinstance(e, EndpointRefusedError)})] * len(messages)
+    task = {
+        "usage": {step: u.to_json() for step, u in usage.items()},
+        "worker": f"{os.uname().nodename}:{os.getpid()}",
+        "peak": panel.llm.limiter.peak_in_flight,
+    }
+    rows = [
+        {"verdicts": {name: asdict(v) for name, v in verdicts[m.message_id].items()}, **(task if i == 0 else {})}
+        for i, m in enumerate(chunk)
+    ]
+    return [json.dumps(row, ensure_ascii=False) for row in rows]
