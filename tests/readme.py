@@ -1,8 +1,9 @@
-"""Reading README.md from tests: its runnable walkthroughs and its measured tables.
+"""Reading README.md and the docs site from tests: runnable walkthroughs and measured tables.
 
 A walkthrough is the shell block under ``<!-- walkthrough: name -->``; a measured table is the
-Markdown table under ``<!-- figures: name -->``. Tests run the one and check the other, so the
-README cannot drift from what the code does.
+Markdown table under ``<!-- figures: name -->``. Either may sit in README.md or in any page under
+``docs/``; a name is unique across them. Tests run the one and check the other, so the docs cannot
+drift from what the code does.
 """
 
 from __future__ import annotations
@@ -12,20 +13,37 @@ from pathlib import Path
 
 from ragtrack.evaluation.metrics import ALL, TYPES, key
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def pages() -> list[Path]:
+    """README.md and every page of the docs site."""
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def markers(kind: str) -> dict[str, Path]:
+    """Every ``<!-- kind: name -->`` marker's name → the page it is on (a name used twice fails)."""
+    found: dict[str, Path] = {}
+    for page in pages():
+        for name in re.findall(rf"<!-- {kind}: (.+?) -->", page.read_text(encoding="utf-8")):
+            assert name not in found, f"{kind} {name!r} is marked on {found[name].name} and {page.name}"
+            found[name] = page
+    return found
 
 
 def walkthrough(name: str) -> str:
     """The shell block under ``<!-- walkthrough: name -->``."""
-    match = re.search(rf"<!-- walkthrough: {re.escape(name)} -->\n```sh\n(.*?)```", _text(), re.DOTALL)
-    assert match, f"README.md has no walkthrough block {name!r}"
+    text = _text("walkthrough", name)
+    match = re.search(rf"<!-- walkthrough: {re.escape(name)} -->\n```sh\n(.*?)```", text, re.DOTALL)
+    assert match, f"the walkthrough marker {name!r} is not followed by a ```sh block"
     return match.group(1)
 
 
 def figures(name: str) -> dict[str, dict[str, str]]:
     """The table under ``<!-- figures: name -->``: first cell of each row → {column header: cell}."""
-    match = re.search(rf"<!-- figures: {re.escape(name)} -->\n((?:\|.*\|\n)+)", _text())
-    assert match, f"README.md has no measured table {name!r}"
+    match = re.search(rf"<!-- figures: {re.escape(name)} -->\n((?:\|.*\|\n)+)", _text("figures", name))
+    assert match, f"the figures marker {name!r} is not followed by a table"
     header, _rule, *rows = (
         [cell.strip() for cell in line.strip().strip("|").split("|")] for line in match.group(1).splitlines()
     )
@@ -60,5 +78,7 @@ def printed(row: dict[str, str], metrics: dict[str, float]) -> dict[str, str]:
     return out
 
 
-def _text() -> str:
-    return README.read_text(encoding="utf-8")
+def _text(kind: str, name: str) -> str:
+    page = markers(kind).get(name)
+    assert page, f"no page under README.md or docs/ marks {kind} {name!r}"
+    return page.read_text(encoding="utf-8")
