@@ -32,8 +32,15 @@ def test_eval_prints_the_metric_table_and_run(project):
     assert "--limit 3 takes the first 3 items in file order: no item of type C, D" in result.output
     database = project.resolve() / "mlruns" / "mlflow.db"
     assert f"… a new tracking store: {database}" in result.output  # a mistyped --tracking-uri shows here
-    again = run("--root", str(project), "eval", "--version", "v1", "--limit", "3")
+    again = run("--root", str(project), "eval", "v1", "--limit", "3")  # VERSION as an argument: the same eval
     assert again.exit_code == 0 and "a new tracking store" not in again.output
+    assert re.search(r"run \w+", again.output).group() != re.search(r"run \w+", result.output).group()
+
+
+def test_eval_takes_its_version_once():
+    assert "which version? e.g. ragtrack eval v5" in run("eval").output
+    clash = run("eval", "v1", "--version", "v5")
+    assert clash.exit_code == 2 and "VERSION 'v1' and --version 'v5' disagree" in clash.output
 
 
 def test_bad_golden_line_is_reported_with_file_and_line(project):

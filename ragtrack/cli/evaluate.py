@@ -92,7 +92,12 @@ def _duration(seconds: float) -> str:
 
 
 @main.command("eval")
-@click.option("--version", "version", required=True, help="Version spec: v5 → pipelines/v5.toml, or a .toml path.")
+@click.argument("version_arg", metavar="VERSION", required=False)
+@click.option(
+    "--version",
+    "version",
+    help="The same as VERSION (the older spelling, kept for scripts): v5 → pipelines/v5.toml, or a .toml path.",
+)
 @click.option(
     "--golden",
     "golden_path",
@@ -127,6 +132,7 @@ def _duration(seconds: float) -> str:
 @click.pass_context
 def eval_cmd(
     ctx,
+    version_arg,
     version,
     golden_path,
     corpus_path,
@@ -146,6 +152,9 @@ def eval_cmd(
 ):
     """Answer every golden item with VERSION, score it, and log an MLflow run.
 
+    VERSION is a spec of pipelines/ (v5 → pipelines/v5.toml) or a .toml path;
+    `--version v5` says the same.
+
     Retrieval metrics come from context IDs (recall, precision, MRR, hit rate,
     nDCG); judge metrics (correctness, groundedness, relevance, organization)
     from --judge. An interrupted (or early-stopped) eval resumes where it stopped
@@ -155,12 +164,17 @@ def eval_cmd(
 
     \b
     Examples:
-      ragtrack eval --version v5                      # offline: built-in heuristic judges
-      ragtrack eval --version v5 --judge deepseek     # a [profiles.deepseek] of ragtrack.toml
-      ragtrack eval --version pipelines/examples/dify-app.toml --corpus golden/dify-kb.jsonl
-      ragtrack eval --version v5 --markdown "$GITHUB_STEP_SUMMARY"   # in CI
-      ragtrack eval --version v5 --engine spark --master local[4]     # thousands of items
+      ragtrack eval v5                                # offline: built-in heuristic judges
+      ragtrack eval v5 --judge deepseek               # a [profiles.deepseek] of ragtrack.toml
+      ragtrack eval pipelines/examples/dify-app.toml --corpus golden/dify-kb.jsonl
+      ragtrack eval v5 --markdown "$GITHUB_STEP_SUMMARY"   # in CI
+      ragtrack eval v5 --engine spark --master local[4]     # thousands of items
     """
+    if version_arg and version and version_arg != version:
+        raise click.UsageError(f"VERSION {version_arg!r} and --version {version!r} disagree: give one")
+    version = version_arg or version
+    if not version:
+        raise click.UsageError("which version? e.g. ragtrack eval v5 (a spec of pipelines/, or a .toml path)")
     with cyclic_gc_paused() as resume:  # set-up makes long-lived objects; items allocate without bound
         from ragtrack import report as view
         from ragtrack.api import Progress as Hooks
