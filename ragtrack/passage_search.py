@@ -20,6 +20,7 @@ in the README), so there ``auto`` is BM25.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +90,9 @@ class PassageSearch:
         mode: str = "hybrid",
         embedding: str = ENGLISH_EMBEDDING,
         embedder: Embedder | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ):
+        """``on_stage`` hears the seconds-long steps of a first search (the model, the index build)."""
         self.corpus = corpus
         search_class = RETRIEVAL_MODES.get(mode)
         chunks = [Chunk(p.id, unit_text(p), p.doc_id, (p.id,)) for p in corpus.passages.values()]
@@ -97,12 +100,14 @@ class PassageSearch:
         dense = None
         if search_class.needs_dense:
             model = resolve_model(embedding, None, "embedding")
-            embedder = embedder or Embedder(model)
+            embedder = embedder or Embedder(model, on_stage=on_stage)
             folder = cache_path(cache_dir, "passage-index") / cache_key(corpus.digest, model.used, LAYOUT)
             cached = load_index(folder, embedder, need_dense=True)
             if cached is not None:
                 dense, self.from_cache = cached[1], True
             else:
+                if on_stage is not None:
+                    on_stage(f"building the passage index ({len(chunks)} passages, once per corpus and model)")
                 dense = DenseIndex.build(chunks, embedder)
                 save_index(folder, Units(chunks), dense)
         bm25 = BM25Index(chunks, corpus.language) if search_class.needs_bm25 else None

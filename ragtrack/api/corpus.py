@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,10 +86,12 @@ def search_passages(
     k: int = 10,
     mode: str = "auto",
     embedding: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> tuple[str, list[Hit]]:
     """The mode used and the top ``k`` passages for ``query`` (``hybrid``: BM25 + dense fused with RRF;
     ``bm25``; ``dense``; ``auto``: hybrid, or BM25 when the embedder does not read the corpus's language).
-    The embedder follows the corpus's language unless ``embedding`` names one."""
+    The embedder follows the corpus's language unless ``embedding`` names one; ``on_stage`` hears the
+    slow steps of a first search (loading the model, building the passage index)."""
     from ragtrack.passage_search import PassageSearch, resolve_mode
     from ragtrack.pipeline.models import default_embedding
 
@@ -97,4 +100,5 @@ def search_passages(
     corpus = open_corpus(root, corpus_path)
     embedding = embedding or default_embedding(corpus.language)
     mode = resolve_mode(mode, corpus.language, embedding)
-    return mode, PassageSearch(corpus, load_config(root).cache_dir, mode, embedding).search(query, k)
+    searcher = PassageSearch(corpus, load_config(root).cache_dir, mode, embedding, on_stage=on_stage)
+    return mode, searcher.search(query, k)

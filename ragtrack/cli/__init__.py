@@ -322,6 +322,11 @@ def warn(text: object, label: str = "warning:", style: str = "yellow") -> None:
     err.print(f"[{style}]{label}[/] {escape(str(text))}", highlight=False)
 
 
+def stage(text: str) -> None:
+    """``… text`` on stderr, dimmed: a step that takes seconds (loading a model, building an index)."""
+    err.print(f"[dim]… {escape(text)}[/]", highlight=False)
+
+
 def show(*renderables) -> None:
     """Print each table that exists (report functions return None when there is nothing to show)."""
     for r in renderables:

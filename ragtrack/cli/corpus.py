@@ -7,7 +7,7 @@ import json
 import click
 from rich.markup import escape
 
-from ragtrack.cli import console, main, warn
+from ragtrack.cli import console, main, stage, warn
 
 CORPUS_HELP = (
     "Corpus: a .jsonl or .json passage file, or a folder of .md/.markdown/.txt "
@@ -96,7 +96,7 @@ def corpus_search(ctx, query, k, mode, embedding, corpus_path, as_json):
     from ragtrack.api import search_passages
 
     mode, hits = search_passages(
-        query, root=ctx.obj["root"], corpus_path=corpus_path, k=k, mode=mode, embedding=embedding
+        query, root=ctx.obj["root"], corpus_path=corpus_path, k=k, mode=mode, embedding=embedding, on_stage=stage
     )
     if as_json:
         echo_json([h.to_json() for h in hits])

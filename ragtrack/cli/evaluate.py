@@ -20,6 +20,7 @@ from ragtrack.cli import (
     err,
     main,
     show,
+    stage,
     warn,
     write_json,
     write_markdown,
@@ -184,9 +185,6 @@ def eval_cmd(
         bar = ItemProgress(f"eval {version}")
         state = {"started": False, "done": 0, "total": 0}
 
-        def on_stage(stage: str) -> None:  # also during the items (a model loaded on first use) and after
-            err.print(f"[dim]… {stage}[/]")
-
         def on_start(total: int, resumed: int) -> None:
             if resumed:
                 err.print(f"[cyan]resuming:[/] {resumed}/{total} items already done in an interrupted run")
@@ -218,7 +216,8 @@ def eval_cmd(
                 allow_stale=allow_stale,
                 engine=engine,
                 master=master,
-                progress=Hooks(on_stage, on_start, on_item, on_warning),
+                # stages come during the items too (a model loaded on first use), and after them
+                progress=Hooks(stage, on_start, on_item, on_warning),
             )
         except KeyboardInterrupt:
             if state["started"]:

@@ -71,7 +71,7 @@ class PipelineAgent:
             resolve_model(s.rerank.model, s.rerank.substitute, "rerank") if s.rerank.enabled else None
         )
         self.embedder = ctx.embedder or (
-            Embedder(self.embedding_model, s.embedding.batch_size, on_load=ctx.on_stage)
+            Embedder(self.embedding_model, s.embedding.batch_size, on_stage=ctx.on_stage)
             if s.embedding.enabled
             else LexicalEmbedder()
         )

@@ -22,6 +22,9 @@ from langchain_core.embeddings import Embeddings
 from ragtrack.pipeline.models import ResolvedModel
 from ragtrack.pipeline.query_vectors import QueryVectorCache
 
+# A large encode reports progress every this many batches (8 × 32 texts: a few seconds on 2 cores).
+PROGRESS_BATCHES = 8
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -36,11 +39,12 @@ class Embedder(Embeddings):
         model: ResolvedModel,
         batch_size: int = 32,
         remember: int = 50_000,
-        on_load: Callable[[str], None] | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ):
-        """``on_load(message)`` hears when the model starts loading: seconds, during whatever asked."""
+        """``on_stage(message)`` hears what takes seconds: the model loading, and the progress of a large
+        encode (an index build), so a first run is never silent for long."""
         self.model_info = model
-        self._on_load = on_load
+        self._on_stage = on_stage
         self.batch_size = batch_size
         self._model: SentenceTransformer | None = None  # see _loaded()
         self._width: int | None = None  # of the vectors it was told (know()), while the model is not loaded
@@ -71,8 +75,8 @@ class Embedder(Embeddings):
     def _loaded(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
-                if self._on_load is not None:
-                    self._on_load(f"loading the embedding model {self.model_info.used}")
+                if self._on_stage is not None:
+                    self._on_stage(f"loading the embedding model {self.model_info.used}")
                 from sentence_transformers import SentenceTransformer
 
                 self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
@@ -91,10 +95,7 @@ class Embedder(Embeddings):
             if missing:
                 self.texts_embedded += len(missing)
                 self.encode_calls += 1
-                vectors = self._loaded().encode(
-                    missing, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-                )
-                vectors = np.asarray(vectors, dtype=np.float32)
+                vectors = self._encode(missing)
                 self._recent.update(zip(missing, vectors, strict=True))
                 if self.cache is not None:
                     self.cache.put(missing, vectors)
@@ -108,6 +109,23 @@ class Embedder(Embeddings):
             while len(self._recent) > self._remember:
                 self._recent.popitem(last=False)
         return np.stack(rows)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """The model's vectors for ``texts``; past a few batches, in slices that each report progress."""
+        model = self._loaded()
+        step = self.batch_size * PROGRESS_BATCHES
+        if self._on_stage is None or len(texts) <= step:
+            slices = [texts]
+        else:
+            slices = [texts[start : start + step] for start in range(0, len(texts), step)]
+        parts, done = [], 0
+        for part in slices:
+            vectors = model.encode(part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+            parts.append(np.asarray(vectors, dtype=np.float32))
+            done += len(part)
+            if len(slices) > 1:
+                self._on_stage(f"embedding {len(texts)} texts: {done}/{len(texts)}")
+        return np.concatenate(parts)
 
     def forget_recent(self) -> None:
         """Drop the query-time vectors (a benchmark times each retriever with its own query encodes)."""
@@ -154,6 +172,23 @@ class LexicalEmbedder:
         self._vectorizer = HashingVectorizer(
             analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
         )
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """The model's vectors for ``texts``; past a few batches, in slices that each report progress."""
+        model = self._loaded()
+        step = self.batch_size * PROGRESS_BATCHES
+        if self._on_stage is None or len(texts) <= step:
+            slices = [texts]
+        else:
+            slices = [texts[start : start + step] for start in range(0, len(texts), step)]
+        parts, done = [], 0
+        for part in slices:
+            vectors = model.encode(part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+            parts.append(np.asarray(vectors, dtype=np.float32))
+            done += len(part)
+            if len(slices) > 1:
+                self._on_stage(f"embedding {len(texts)} texts: {done}/{len(texts)}")
+        return np.concatenate(parts)
 
     def forget_recent(self) -> None:
         """Nothing remembered, nothing to forget (see ``remembers``)."""
