@@ -8,7 +8,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 VERSION ?= v5
 
-.PHONY: setup eval test lint bench clean
+.PHONY: setup eval test lint docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +36,12 @@ lint: setup
 	$(BIN)/ruff check ragtrack tests benchmarks
 	$(BIN)/ruff format --check ragtrack tests benchmarks
 
+# The documentation site, as CI builds it: a broken link, a missing anchor or a page outside the nav fails.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: setup
 	$(BIN)/python benchmarks/retrieval_benchmark.py
 
 clean:
-	rm -rf $(VENV) .ragtrack mlruns
+	rm -rf $(VENV) .ragtrack mlruns site

@@ -1,14 +1,18 @@
 """Reading README.md and the docs site from tests: runnable walkthroughs and measured tables.
 
-A walkthrough is the shell block under ``<!-- walkthrough: name -->``; a measured table is the
-Markdown table under ``<!-- figures: name -->``. Either may sit in README.md or in any page under
-``docs/``; a name is unique across them. Tests run the one and check the other, so the docs cannot
-drift from what the code does.
+A walkthrough is the shell block under ``<!-- walkthrough: name -->``; what it prints, the text
+block under ``<!-- output: name -->``; a measured table, the Markdown table under
+``<!-- figures: name -->``. Each may sit in README.md or in any page under ``docs/``; a name is
+unique across them. Tests run the walkthroughs and check the rest, so the docs cannot drift from
+what the code does.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from ragtrack.evaluation.metrics import ALL, TYPES, key
@@ -38,6 +42,30 @@ def walkthrough(name: str) -> str:
     match = re.search(rf"<!-- walkthrough: {re.escape(name)} -->\n```sh\n(.*?)```", text, re.DOTALL)
     assert match, f"the walkthrough marker {name!r} is not followed by a ```sh block"
     return match.group(1)
+
+
+def output(name: str) -> list[str]:
+    """The lines of the text block under ``<!-- output: name -->`` (a ```text fence or indented lines)."""
+    text = _text("output", name)
+    fenced = re.search(rf"<!-- output: {re.escape(name)} -->\n```text\n(.*?)```", text, re.DOTALL)
+    if fenced:
+        return fenced.group(1).splitlines()
+    indented = re.search(rf"<!-- output: {re.escape(name)} -->\n((?:    .*\n)+)", text)
+    assert indented, f"the output marker {name!r} is not followed by a ```text block or indented lines"
+    return [line[4:] for line in indented.group(1).splitlines()]
+
+
+def run_shell(script: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """A shell block of the docs in a fresh shell, `ragtrack` being this checkout's CLI however the
+    package was installed, and no tracking URI inherited from the test's environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
+    (bin_dir / "ragtrack").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    # Wide enough that no table the docs show is wrapped.
+    env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(ROOT), COLUMNS="160")
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def figures(name: str) -> dict[str, dict[str, str]]:

@@ -1,4 +1,5 @@
-"""Every walkthrough the docs mark as runnable is run by a test, and every measured table is checked.
+"""Every walkthrough the docs mark as runnable is run by a test; every measured table and shown output
+is checked by one.
 
 The markers live in README.md and the pages under docs/ (see tests/readme.py); a test names the
 block it runs as a string literal, so finding that literal in the test sources is what "some test
@@ -32,6 +33,11 @@ def test_every_measured_table_is_checked_by_a_test():
     assert not unchecked, f"measured tables no test checks: {sorted(unchecked)}"
 
 
+def test_every_shown_output_is_checked_by_a_test():
+    unchecked = set(markers("output")) - _named_in_tests("output")
+    assert not unchecked, f"outputs no test compares: {sorted(unchecked)}"
+
+
 def test_a_test_names_only_blocks_that_exist():
-    assert _named_in_tests("walkthrough") <= set(markers("walkthrough"))
-    assert _named_in_tests("figures") <= set(markers("figures"))
+    for kind in ("walkthrough", "figures", "output"):
+        assert _named_in_tests(kind) <= set(markers(kind)), kind

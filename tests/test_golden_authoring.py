@@ -1,4 +1,4 @@
-"""Building a golden set from a folder of Chinese Markdown documents, offline, as the README walks it.
+"""Building a golden set from a folder of Chinese Markdown documents, offline, as docs/golden-set.md walks it.
 
 Real files, the real corpus loader, real indexes and a real MLflow store; the
 commands run through the CLI exactly as a user types them.
@@ -26,7 +26,7 @@ def run(root: Path, *args: str):
 
 
 def zh_project(root: Path) -> Path:
-    """The README's project: the .md files of the example KB, the shipped pipelines, a ragtrack.toml."""
+    """The golden-set page's project: the .md files of the example KB, the shipped pipelines, a ragtrack.toml."""
     (root / "docs").mkdir(parents=True)
     for name in DOCS:
         shutil.copy(REPO / "examples" / "zh-kb" / "docs" / name, root / "docs" / name)
@@ -51,7 +51,7 @@ def propose_all(root: Path) -> list[dict]:
 
 
 def test_offline_walkthrough_from_folder_to_stale_items(project):
-    """The README's walkthrough: propose → accept → answer → audit → validate → eval → edit → stale."""
+    """The golden-set page's walkthrough: propose → accept → answer → audit → validate → eval → edit → stale."""
     candidates = propose_all(project)
     assert {c["type"] for c in candidates} == set("ABCD")
     assert all(c["proposer"] == "offline-template" and "template" in c["tags"] for c in candidates)
@@ -276,7 +276,7 @@ def test_a_gt_passage_whose_text_moved_to_another_id_is_pointed_at_it(tmp_path):
 
 
 def test_fingerprints_stay_out_of_the_digest_of_the_shipped_golden_set(tmp_path):
-    """The README's measured tables quote digest b3659caab4e0ee6f: recording fingerprints must not move it."""
+    """The docs' measured tables quote digest b3659caab4e0ee6f: recording fingerprints must not move it."""
     from ragtrack.corpus import load_corpus
     from ragtrack.golden import load_golden
 

@@ -357,7 +357,7 @@ def test_the_loopback_server_can_spread_its_latency_like_replies_of_varying_leng
 def test_replies_of_varying_length_are_not_mistaken_for_a_queue():
     """Over real HTTP, reply times spread ±50 % around the mean at an 8-slot server. Against its
     fastest reply the mean looks queued, and until the limiter compared latencies across levels
-    in flight it fell to 1-2 here (README, LLM layer). Replies sent with fewer requests in flight
+    in flight it fell to 1-2 here (docs/benchmarks.md, LLM layer). Replies sent with fewer requests in flight
     come back no faster: no queue, so the limit stays at the server's capacity."""
     with FakeOpenAIServer(reply=lambda r: "ok", latency_s=0.2, latency_spread=0.5, capacity=8, seed=1) as server:
         llm = client(server, max_concurrency=8)

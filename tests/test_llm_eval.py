@@ -44,7 +44,7 @@ def test_v5_on_an_openai_endpoint_then_entirely_from_cache(project, endpoint):
 
 def test_a_fresh_checkout_given_only_the_cache_builds_nothing_and_asks_nothing(project, endpoint, tmp_path):
     """CI: each job starts from a new checkout, here at another path, with a new store; only
-    ``.ragtrack/cache`` is restored from the last job (README, *Running in CI*). Nothing in the
+    ``.ragtrack/cache`` is restored from the last job (docs/ci.md). Nothing in the
     cache may depend on where the project lies."""
     first = evaluate("v5", root=project, llm="openai:fake-model", judge="openai:fake-model")
     assert first.setup == "index built"

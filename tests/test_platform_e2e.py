@@ -6,11 +6,8 @@ from the segments the server returned, mapped through the imported ID table."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
@@ -20,7 +17,7 @@ from ragtrack.config import load_config
 from ragtrack.testing.dify_server import from_args
 from ragtrack.tracking.store import open_store
 
-from .readme import figures, printed, walkthrough
+from .readme import figures, printed, run_shell, walkthrough
 from .test_platform_agents import by_hand, dify_segments, question_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +40,7 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         example = project / "pipelines" / "examples" / "dify-app.toml"
         example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
         script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-        done = _run_walkthrough(script, project, tmp_path)
+        done = run_shell(script, project, tmp_path)
         out = done.stdout + done.stderr
         assert "error:" not in out and "Traceback" not in out, out
         assert "ok 8 items, 671 passages in 35 documents" in out and "v1 promoted" in out, out
@@ -109,7 +106,7 @@ def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
         text = example.read_text()
         assert f'bot_id = "{server.bot_id}"' in text  # the example names the stand-in's bot
         example.write_text(text.replace("127.0.0.1:8888", f"127.0.0.1:{port}"))
-        done = _run_walkthrough(walkthrough("coze"), project, tmp_path)
+        done = run_shell(walkthrough("coze"), project, tmp_path)
         out = done.stdout + done.stderr
         assert done.returncode == 0 and "Traceback" not in out, out
         assert "coze-bot" in out.rsplit("versions", 1)[-1], out  # `ragtrack versions` lists it
@@ -137,15 +134,3 @@ def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
             ["Which widget of VAE Decode (Tiled) saves memory?"]
         )
         assert answer["answer"] and len(server.chats) == 49
-
-
-def _run_walkthrough(script: str, project: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """A README shell block in a fresh shell, `ragtrack` being this checkout's CLI however the package
-    was installed."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
-    (bin_dir / "ragtrack").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(REPO))
-    return subprocess.run(["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True)

@@ -8,7 +8,6 @@ service API can see, what each rating was at a given moment), never from what th
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import uuid
 from dataclasses import replace
@@ -40,6 +39,8 @@ from ragtrack.tracking.production import RATING, ProductionLog, read_messages
 from ragtrack.tracking.store import open_store
 from tests.conftest import killed_after_writes
 
+from .readme import output
+
 REPO = Path(__file__).resolve().parent.parent
 RAGFLOW_KEY = "ragflow-loopback-5c7e9a1b3d2f"
 
@@ -66,14 +67,6 @@ def dify_spec(project: Path, server: DifyServer, version: str, monkeypatch) -> s
         f'api_key_env = "{env}"\n'
     )
     return version
-
-
-def documented(name: str) -> list[str]:
-    """The lines of the output block under ``<!-- output: name -->`` in docs/production-loop.md."""
-    text = (REPO / "docs" / "production-loop.md").read_text(encoding="utf-8")
-    block = re.search(rf"<!-- output: {re.escape(name)} -->\n((?:    .*\n)+)", text)
-    assert block, name
-    return [line[4:] for line in block.group(1).splitlines()]
 
 
 def rating_at(m, as_of: str | None) -> str | None:
@@ -118,7 +111,7 @@ def test_dify_service_api_pull_reads_the_rated_conversations_once_and_counts_wha
         assert f"{len(expected)} new messages, 0 re-rated" in first.output
         assert f"  {webapp} {dify_source.WEBAPP}" in first.output
         assert PARTIAL_COVERAGE in first.output  # never a rate presented as the app's
-        for line in documented("dify pull"):  # docs/production-loop.md shows this pull's summary, as printed
+        for line in output("dify pull"):  # docs/production-loop.md shows this pull's summary, as printed
             assert line in first.output.splitlines(), line
 
         requests_before = len(server.exchanges)

@@ -1,4 +1,4 @@
-"""The README's measured tables reproduce, figure by figure.
+"""The measured tables of README.md and docs/agent-versions.md reproduce, figure by figure.
 
 ``ragtrack eval --version vN`` offline: for N = 1…5 on the shipped knowledge base and golden
 set (the table "Measured on the shipped defaults" and its per-type table), and v1 and v5 on the
@@ -41,7 +41,7 @@ def check(
 @pytest.mark.slow
 def test_the_shipped_defaults_tables_reproduce(shipped):
     root, v1 = shipped
-    tables = [figures("versions"), figures("versions by type")]
+    tables = [figures("versions"), figures("versions by type"), figures("readme")]
     assert list(tables[0]) == ["v1", "v2", "v3", "v4", "v5"]
     check(tables, root, 48, "b3659caab4e0ee6f", known={"v1": v1})
 

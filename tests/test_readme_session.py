@@ -1,0 +1,31 @@
+"""README's session runs as written on the shipped project and prints what README shows it printing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .readme import output, run_shell, walkthrough
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def comparable(line: str) -> str:
+    """A line with run, spec and golden IDs (hex) as one placeholder and its spacing collapsed."""
+    return re.sub(r"\s+", " ", re.sub(r"\b[0-9a-f]{7,32}\b", "<id>", line)).strip()
+
+
+@pytest.mark.slow
+def test_the_readme_session_runs_and_prints_what_the_readme_shows(tmp_path):
+    project = tmp_path / "project"
+    for folder in ("pipelines", "golden"):
+        shutil.copytree(REPO / folder, project / folder)
+    done = run_shell("set -e\n" + walkthrough("session"), project, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    printed = {comparable(line) for line in done.stdout.splitlines()}
+    missing = [line for line in output("session") if comparable(line) not in printed]
+    assert not missing, "README shows lines the session did not print:\n" + "\n".join(missing)
