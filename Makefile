@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 setup: $(VENV)/.installed
 
 eval: setup
-	$(BIN)/ragtrack eval --version $(VERSION)
+	$(BIN)/ragtrack eval $(VERSION)
 
 test: setup
 	$(BIN)/python -m pytest -q
