@@ -2,9 +2,10 @@
 pull adds nothing), `logs triage` ranks the plan's six problems first with their message and user
 counts and marks the one the shipped golden set covers, `golden propose --from-logs` proposes the
 other five with the GT passages the plan knows, and `monitor` logs a run per app version and day whose
-dislike rate is the plan's exact count. The Dify walkthrough (docs/production-loop.md) is the Dify
-service API's route; this file holds the others: a JSONL export, a RAGFlow assistant's sessions, and
-Dify's MLflow traces with their ratings joined from the stand-in's /app/feedbacks.
+dislike rate is the plan's exact count. The Dify walkthrough (docs/production-loop.md, run by
+tests/test_production_walkthrough.py) is the Dify service API's route; this file holds the others: a
+JSONL export, a RAGFlow assistant's sessions, and Dify's MLflow traces with their ratings joined from
+the stand-in's /app/feedbacks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ragtrack.config import load_config
 from ragtrack.testing.dify_server import DifyServer
 from ragtrack.testing.dify_traces import write_dify_traces
 from ragtrack.testing.ragflow_server import RagflowServer
-from ragtrack.testing.traffic import TrafficPlan, traffic_plan
+from ragtrack.testing.traffic import PlannedMessage, TrafficPlan, traffic_plan
 from ragtrack.tracking.store import Tag, open_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,23 +42,46 @@ def cli(project: Path, *args: str):
     return result
 
 
-def check_the_loop(project: Path, plan: TrafficPlan, channels: tuple[str, ...] = ("api", "webapp")) -> None:
-    """Triage, propose and monitor on a project that pulled ``plan`` (the messages of ``channels``)."""
-    by_id = {m.message_id: m for m in plan.messages(channels)}
+def check_triage(clusters: list[dict], plan: TrafficPlan, seen: dict[str, PlannedMessage]) -> None:
+    """The six problems first, each with the message, user and dislike counts of the messages ``seen``
+    (what the route could read, by message ID); the covered one marked; after them lone dislikes only."""
+    for c in clusters[:6]:
+        (key,) = {seen[i].problem for i in c["message_ids"]}
+        mine = [m for m in seen.values() if m.problem == key]
+        assert sorted(c["message_ids"]) == sorted(m.message_id for m in mine), key
+        counts = (len(mine), len({m.user for m in mine}), sum(m.rating == "dislike" for m in mine))
+        assert (c["messages"], c["users"], c["dislikes"]) == counts, key
+        assert c["covered_by"] == plan.problem(key).covered_by, key
+    assert {seen[c["message_ids"][0]].problem for c in clusters[:6]} == {p.key for p in plan.problems}
+    assert all(c["dislike_users"] <= 1 for c in clusters[6:])
+
+
+def check_monitor(project: Path, seen: dict[str, PlannedMessage]) -> list:
+    """One monitor run per app version and day, its dislikes and dislike rate the exact counts of the
+    window's messages ``seen``; returns the runs."""
+    store = open_store(load_config(project))
+    runs = list(store.search_runs([store.side_experiment("monitor")], ""))
+    logged = {(r.data.tags[Tag.MONITOR_APP], r.data.tags[Tag.MONITOR_DAY]): r.data.metrics for r in runs}
+    windows: dict[tuple[str, str], list[PlannedMessage]] = {}
+    for m in seen.values():
+        windows.setdefault((m.app_version, m.day), []).append(m)
+    assert set(logged) == set(windows)
+    for key, mine in windows.items():
+        dislikes = sum(m.rating == "dislike" for m in mine)
+        assert (logged[key]["messages"], logged[key]["dislikes"]) == (len(mine), dislikes), key
+        assert logged[key]["dislike_rate"] == dislikes / len(mine), key
+    return runs
+
+
+def check_the_loop(project: Path, plan: TrafficPlan) -> None:
+    """Triage, propose and monitor on a project that pulled all of ``plan``."""
+    seen = {m.message_id: m for m in plan.messages()}
 
     out = project / "triage.json"
     result = cli(project, "logs", "triage", "--json", str(out))
     assert result.exit_code == 0, result.output
-    clusters = json.loads(out.read_text())
     assert "compared by all-MiniLM-L6-v2 + wording" in result.output
-    for c in clusters[:6]:
-        (key,) = {by_id[i].problem for i in c["message_ids"]}
-        problem = plan.problem(key)
-        assert sorted(c["message_ids"]) == sorted(problem.message_ids), key
-        assert (c["messages"], c["users"], c["dislikes"]) == (len(problem.message_ids), problem.users, problem.dislikes)
-        assert c["covered_by"] == problem.covered_by, key
-    assert {by_id[c["message_ids"][0]].problem for c in clusters[:6]} == {p.key for p in plan.problems}
-    assert all(c["dislike_users"] <= 1 for c in clusters[6:])
+    check_triage(json.loads(out.read_text()), plan, seen)
 
     result = cli(project, "golden", "propose", "--from-logs")
     assert result.exit_code == 0, result.output
@@ -65,27 +89,20 @@ def check_the_loop(project: Path, plan: TrafficPlan, channels: tuple[str, ...] =
     candidates = [json.loads(line) for line in (project / "golden" / "candidates.jsonl").read_text().splitlines()]
     exact = 0
     for c in candidates:
-        (key,) = {by_id[i].problem for i in c["provenance"]["messages"]}
+        (key,) = {seen[i].problem for i in c["provenance"]["messages"]}
         problem = plan.problem(key)
         assert problem.covered_by is None and sorted(c["provenance"]["messages"]) == sorted(problem.message_ids)
         for pid in problem.gt_passage_ids:  # the plan's GT is suggested, and found by search
             assert pid in c["suggested_gt"] and "search #" in c["suggested_from"][pid], (key, pid)
         for pid in problem.retrieved:  # what the app retrieved is marked so, and not pre-filled
             assert "retrieved by the app" in c["suggested_from"][pid] and pid not in c["gt_context_ids"], (key, pid)
-        assert c["provenance"]["bad_answer"] in {m.answer for m in by_id.values() if m.problem == key}
+        assert c["provenance"]["bad_answer"] in {m.answer for m in seen.values() if m.problem == key}
         exact += set(c["gt_context_ids"]) == set(problem.gt_passage_ids) and c["type"] == problem.type
     assert exact == 3  # the other two (LoRA trigger words, PNG workflow) need the reviewer's pick
 
     result = cli(project, "monitor")
     assert result.exit_code in (0, 1), result.output
-    store = open_store(load_config(project))
-    runs = list(store.search_runs([store.side_experiment("monitor")], ""))
-    logged = {(r.data.tags[Tag.MONITOR_APP], r.data.tags[Tag.MONITOR_DAY]): r.data.metrics for r in runs}
-    counts = plan.daily_counts(channels)
-    assert set(logged) == set(counts)
-    for key, count in counts.items():
-        assert (logged[key]["messages"], logged[key]["dislikes"]) == (count["messages"], count["dislikes"]), key
-        assert logged[key]["dislike_rate"] == count["dislikes"] / count["messages"], key
+    check_monitor(project, seen)
 
 
 @pytest.mark.slow
