@@ -30,7 +30,7 @@ def markers(kind: str) -> dict[str, Path]:
     """Every ``<!-- kind: name -->`` marker's name → the page it is on (a name used twice fails)."""
     found: dict[str, Path] = {}
     for page in pages():
-        for name in re.findall(rf"<!-- {kind}: (.+?) -->", page.read_text(encoding="utf-8")):
+        for name in re.findall(rf"^<!-- {kind}: (.+?) -->$", page.read_text(encoding="utf-8"), re.MULTILINE):
             assert name not in found, f"{kind} {name!r} is marked on {found[name].name} and {page.name}"
             found[name] = page
     return found
