@@ -210,6 +210,40 @@ def test_dify_faults_rate_limits_and_deleted_conversations(plan, shipped, monkey
             pull_logs("dify", version=version, root=shipped)
 
 
+def test_dify_feedbacks_of_a_forgotten_end_user_or_an_unlisted_message_are_counted_by_reason(
+    plan, shipped, monkeypatch
+):
+    """The two reasons no other test reaches: /end-users answers 404 for a feedback's end user (its
+    conversations cannot be asked for), and a rated message its conversation's /messages leaves out (the
+    rest of the conversation is still read)."""
+    version = plan.app_versions[0]
+    as_of = f"{plan.days[0]}T23:59:59Z"
+    with DifyServer(plan.corpus, traffic=plan) as server:
+        dify_spec(shipped, server, version, monkeypatch)
+        server.log.as_of = as_of
+        visible, webapp, _ = service_api_view(plan, version, as_of)
+        conversations = {m.conversation_id for m in visible.values()}
+        users = {}
+        for m in visible.values():
+            users.setdefault(m.user, set()).add(m.conversation_id)
+        # One user whose rated conversations are forgotten with them, another's rated message unlisted.
+        forgotten = next(u for u, cs in users.items() if len(cs) == 1)
+        server.forgotten_end_users.add(server.end_user_id(version, next(iter(users[forgotten]))))
+        unlisted = next(m for m in visible.values() if m.user != forgotten and rating_at(m, as_of))
+        server.unlisted.add(unlisted.message_id)
+
+        report = pull_logs("dify", version=version, root=shipped)
+
+        lost = [m for m in visible.values() if m.user == forgotten]
+        assert report.unresolved == {
+            dify_source.UNKNOWN_USER: sum(rating_at(m, as_of) is not None for m in lost),
+            dify_source.MISSING: 1,
+            **({dify_source.WEBAPP: webapp} if webapp else {}),
+        }
+        expected = set(visible) - {m.message_id for m in lost} - {unlisted.message_id}
+        assert set(by_id(shipped)) == expected and len(conversations) > 1
+
+
 def test_dify_pull_pages_resumes_after_a_kill_and_keeps_keys_out(plan, shipped, monkeypatch):
     """Small pages (so every conversation of three or more messages is read through first_id), a pull
     killed after its first writes, and the next one finishing it; the app key, which a user pasted into

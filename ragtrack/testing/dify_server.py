@@ -24,6 +24,8 @@ API user, so asking for their conversations (or a deleted one) is 404 "Conversat
 ``traffic`` seeds a :class:`~ragtrack.testing.traffic.TrafficPlan`: each of its app versions is an
 app of its own (key ``app-<version>`` unless ``traffic_keys`` says otherwise); ``log.as_of`` shows
 the traffic as it stood at a moment. Chats through ``/chat-messages`` join the conversations too.
+What a pull cannot follow, for tests: ``delete_conversation``, ``admin_ratings`` (console ratings),
+``forgotten_end_users`` (``/end-users`` answers 404) and ``unlisted`` (messages ``/messages`` leaves out).
 
 Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
 ``rate_limit_403`` (Dify Cloud's knowledge rate limit), ``no_metadata`` (a
@@ -139,10 +141,17 @@ class DifyServer(LoopbackServer):
             key = (traffic_keys or {}).get(version, f"app-{version}")
             self.apps[key] = App(key, version, "chat")
         self.admin_ratings: dict[str, str] = {}  # message ID → a rating given in the Dify console
+        self.forgotten_end_users: set[str] = set()  # end-user IDs /end-users answers 404 for
+        self.unlisted: set[str] = set()  # message IDs /messages leaves out (their feedbacks stay listed)
 
     def delete_conversation(self, conversation_id: str) -> None:
         """What deleting it in Dify does: its messages are gone, its feedbacks are still listed."""
         self.log.conversations[conversation_id].deleted = True
+
+    def end_user_id(self, app_name: str, conversation_id: str) -> str:
+        """The end-user ID Dify's feedbacks name for a conversation of the app ``app_name``."""
+        app = next(a for a in self.apps.values() if a.name == app_name)
+        return self._end_user(app, self.log.conversations[conversation_id]).id
 
     # ---------------------------------------------------------------- shapes
     def error(self, status: int, code: str, message: str) -> Response:
@@ -368,7 +377,7 @@ class DifyServer(LoopbackServer):
         if isinstance(app := self._production_route(request), Response):
             return app
         users = {u.id: (u, c) for c in self.log.of_app(app.name, deleted=True) for u in [self._end_user(app, c)]}
-        if end_user not in users:
+        if end_user not in users or end_user in self.forgotten_end_users:
             return self.error(404, "end_user_not_found", "End user not found.")
         user, first = users[end_user]
         return Response(
@@ -398,7 +407,7 @@ class DifyServer(LoopbackServer):
         c = self._conversation(app, user, request.query["conversation_id"])
         if c is None:
             return self.error(404, "not_found", "Conversation Not Exists.")
-        turns = self.log.visible(c)
+        turns = [t for t in self.log.visible(c) if t.id not in self.unlisted]
         if first_id := request.query.get("first_id"):
             ids = [t.id for t in turns]
             if first_id not in ids:
