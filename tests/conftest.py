@@ -69,6 +69,18 @@ def shipped(tmp_path_factory):
     return root, evaluate("v1", root=root)
 
 
+@pytest.fixture(scope="session")
+def shipped_passage_index(tmp_path_factory) -> Path:
+    """`corpus search`'s index of the shipped golden/kb (what `golden propose --from-logs` searches),
+    built once for the tests that start fresh projects over that corpus."""
+    from ragtrack.api import search_passages
+
+    root = tmp_path_factory.mktemp("passage-index") / "project"
+    shutil.copytree(REPO / "golden" / "kb", root / "golden" / "kb")
+    search_passages("passage index", root=root)
+    return root / ".ragtrack" / "cache" / "passage-index"
+
+
 @pytest.fixture
 def tiny_corpus():
     from ragtrack.corpus import load_corpus

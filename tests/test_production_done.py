@@ -28,12 +28,15 @@ from ragtrack.tracking.store import Tag, open_store
 REPO = Path(__file__).resolve().parent.parent
 
 
-def fresh_project(root: Path) -> Path:
-    """The shipped project: pipelines/, golden/kb and the shipped golden set."""
+def fresh_project(root: Path, caches: tuple[Path, ...] = ()) -> Path:
+    """The shipped project: pipelines/, golden/kb and the shipped golden set, with copies of ``caches``
+    (cache folders of another project, e.g. its passage-index) that spare it rebuilding what they hold."""
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     (root / "golden").mkdir(parents=True)
     shutil.copytree(REPO / "golden" / "kb", root / "golden" / "kb")
     shutil.copy(REPO / "golden" / "golden.jsonl", root / "golden" / "golden.jsonl")
+    for folder in caches:
+        shutil.copytree(folder, root / ".ragtrack" / "cache" / folder.name, dirs_exist_ok=True)
     return root
 
 
@@ -106,9 +109,9 @@ def check_the_loop(project: Path, plan: TrafficPlan) -> None:
 
 
 @pytest.mark.slow
-def test_done_from_a_jsonl_export(tmp_path):
+def test_done_from_a_jsonl_export(tmp_path, shipped_passage_index):
     plan = traffic_plan("en")
-    project = fresh_project(tmp_path / "project")
+    project = fresh_project(tmp_path / "project", (shipped_passage_index,))
     export = plan.write_jsonl(tmp_path / "export.jsonl")
     first = cli(project, "logs", "pull", "--from", "jsonl", str(export))
     assert first.exit_code == 0 and f"{len(plan.messages())} new messages" in first.output, first.output
@@ -126,9 +129,9 @@ def pull_twice(project: Path, plan: TrafficPlan, *args: str) -> None:
 
 
 @pytest.mark.slow
-def test_done_from_ragflow_sessions(tmp_path, monkeypatch):
+def test_done_from_ragflow_sessions(tmp_path, monkeypatch, shipped_passage_index):
     plan = traffic_plan("en")
-    project = fresh_project(tmp_path / "project")
+    project = fresh_project(tmp_path / "project", (shipped_passage_index,))
     monkeypatch.setenv("RAGFLOW_KEY", "ragflow-loopback-key")
     with RagflowServer(plan.corpus, api_key="ragflow-loopback-key", traffic=plan) as server:
         for version in plan.app_versions:  # one chat assistant per app version
@@ -141,9 +144,9 @@ def test_done_from_ragflow_sessions(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_done_from_dify_mlflow_traces_with_ratings_from_app_feedbacks(tmp_path, monkeypatch):
+def test_done_from_dify_mlflow_traces_with_ratings_from_app_feedbacks(tmp_path, monkeypatch, shipped_passage_index):
     plan = traffic_plan("en")
-    project = fresh_project(tmp_path / "project")
+    project = fresh_project(tmp_path / "project", (shipped_passage_index,))
     store = open_store(load_config(project))
     experiment = store.client.create_experiment("dify-traces")
     with DifyServer(plan.corpus, traffic=plan) as server:

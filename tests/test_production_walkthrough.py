@@ -28,9 +28,12 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "production-loop.md"
 
 
 @pytest.mark.slow
-def test_the_production_loop_walkthrough_runs_as_written(tmp_path):
+def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, shipped_passage_index):
     plan = traffic_plan("en")
-    project = fresh_project(tmp_path / "project")
+    # The session's v1 eval of the shipped set already holds v1's index and LLM replies (the walkthrough
+    # evaluates v1 on that set first, and again on the grown one), and the passage index propose searches.
+    v1_caches = [f for f in (shipped[0] / ".ragtrack" / "cache").iterdir() if f.is_dir()]
+    project = fresh_project(tmp_path / "project", (*v1_caches, shipped_passage_index))
     command = shlex.split(walkthrough("production server").replace("\\\n", " "), comments=True)
     assert command[:3] == ["python", "-m", "ragtrack.testing.dify_server"]
     argv = command[3:]
