@@ -29,8 +29,10 @@ setup: $(VENV)/.installed
 eval: setup
 	$(BIN)/ragtrack eval $(VERSION)
 
+# -rs says why each skipped test skipped (Chromium or PostgreSQL missing: .ci/run installs them);
+# --durations=15 lists the slowest tests at the end of every run, so a regression shows.
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs --durations=15
 
 lint: setup
 	$(BIN)/ruff check ragtrack tests benchmarks
