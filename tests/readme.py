@@ -9,11 +9,16 @@ what the code does.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ragtrack.evaluation.metrics import ALL, TYPES, key
 
@@ -53,6 +58,19 @@ def output(name: str) -> list[str]:
     indented = re.search(rf"<!-- output: {re.escape(name)} -->\n((?:    .*\n)+)", text)
     assert indented, f"the output marker {name!r} is not followed by a ```text block or indented lines"
     return [line[4:] for line in indented.group(1).splitlines()]
+
+
+@contextmanager
+def stand_in(name: str) -> Iterator[tuple[object, int]]:
+    """The loopback server that the walkthrough ``name`` starts in its own terminal (``python -m
+    ragtrack.testing.MODULE ARGS``), started in this process on a free port instead of the one written,
+    so a test can check its replies; yields the server and that port."""
+    command = shlex.split(walkthrough(name).replace("\\\n", " "), comments=True)
+    assert command[:2] == ["python", "-m"] and command[2].startswith("ragtrack.testing."), command
+    argv = command[3:]
+    argv[argv.index("--port") + 1] = "0"
+    with importlib.import_module(command[2]).from_args(argv) as server:
+        yield server, urlsplit(server.base_url).port
 
 
 def run_shell(script: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -6,7 +6,6 @@ from the segments the server returned, mapped through the imported ID table."""
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from pathlib import Path
 
@@ -14,10 +13,10 @@ import mlflow
 import pytest
 
 from ragtrack.config import load_config
-from ragtrack.testing.dify_server import from_args
+from ragtrack.testing.dify_server import DifyServer
 from ragtrack.tracking.store import open_store
 
-from .readme import figures, printed, run_shell, walkthrough
+from .readme import figures, printed, run_shell, stand_in, walkthrough
 from .test_platform_agents import by_hand, dify_segments, question_of
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,12 +30,8 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(project)
 
     # Terminal 1 runs in this process, on a free port instead of 8080, so its replies can be checked.
-    command = shlex.split(walkthrough("dify server").replace("\\\n", " "), comments=True)
-    assert command[:3] == ["python", "-m", "ragtrack.testing.dify_server"]
-    argv = command[3:]
-    argv[argv.index("--port") + 1] = "0"
-    with from_args(argv) as server:
-        port = server.base_url.split(":")[2].split("/")[0]
+    with stand_in("dify server") as (server, port):
+        assert isinstance(server, DifyServer)
         example = project / "pipelines" / "examples" / "dify-app.toml"
         example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
         script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
@@ -91,17 +86,13 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
 def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
     """The bot's slices carry no IDs: each maps by its text to passages of the document it came from,
     and every item's retrieval metrics are the hand computation from those passages."""
-    from ragtrack.testing.coze_server import from_args as coze_from_args
+    from ragtrack.testing.coze_server import CozeServer
 
     project = tmp_path / "project"
     shutil.copytree(REPO / "pipelines", project / "pipelines")
     shutil.copytree(REPO / "golden", project / "golden")
-    command = shlex.split(walkthrough("coze server").replace("\\\n", " "), comments=True)
-    assert command[:3] == ["python", "-m", "ragtrack.testing.coze_server"]
-    argv = command[3:]
-    argv[argv.index("--port") + 1] = "0"
-    with coze_from_args(argv) as server:
-        port = server.base_url.rsplit(":", 1)[1]
+    with stand_in("coze server") as (server, port):
+        assert isinstance(server, CozeServer)
         example = project / "pipelines" / "examples" / "coze-bot.toml"
         text = example.read_text()
         assert f'bot_id = "{server.bot_id}"' in text  # the example names the stand-in's bot

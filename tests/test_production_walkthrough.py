@@ -6,7 +6,6 @@ API lets the pull see it (the rated conversations of service API users)."""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,11 @@ from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.corpus import load_corpus
 from ragtrack.golden import load_golden
-from ragtrack.testing.dify_server import from_args
+from ragtrack.testing.dify_server import DifyServer
 from ragtrack.testing.traffic import traffic_plan
 from ragtrack.tracking.store import Tag, open_store
 
-from .readme import run_shell, walkthrough
+from .readme import run_shell, stand_in, walkthrough
 from .test_production_done import check_monitor, check_triage, fresh_project
 from .test_production_platforms import service_api_view
 
@@ -34,12 +33,8 @@ def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, ship
     # evaluates v1 on that set first, and again on the grown one), and the passage index propose searches.
     v1_caches = [f for f in (shipped[0] / ".ragtrack" / "cache").iterdir() if f.is_dir()]
     project = fresh_project(tmp_path / "project", (*v1_caches, shipped_passage_index))
-    command = shlex.split(walkthrough("production server").replace("\\\n", " "), comments=True)
-    assert command[:3] == ["python", "-m", "ragtrack.testing.dify_server"]
-    argv = command[3:]
-    argv[argv.index("--port") + 1] = "0"
-    with from_args(argv) as server:
-        port = server.base_url.split(":")[2].split("/")[0]
+    with stand_in("production server") as (server, port):
+        assert isinstance(server, DifyServer) and server.apps  # serving the plan's traffic
         script = walkthrough("production").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
         done = run_shell(script, project, tmp_path)
     out = done.stdout + done.stderr
