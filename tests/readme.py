@@ -99,7 +99,8 @@ def figures(name: str) -> dict[str, dict[str, str]]:
 # A measured table's column header → the run metric it shows; "recall A" is recall on type A items.
 COLUMNS = {
     "recall": "context_recall",
-    "precision": "context_precision",
+    "precision@k": "precision_at_k",
+    "distinct precision": "context_precision",
     "MRR": "mrr",
     "hit rate": "hit_rate",
     "nDCG": "ndcg_at_k",

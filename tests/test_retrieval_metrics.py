@@ -257,3 +257,16 @@ def test_diagnosis_reads_group_coverage_for_items_whose_gt_is_or_groups():
     assert finding.worst[0] == ("i4", 0.0)
     records[0].gt_groups = []  # one item without groups: recall is the figure again
     assert any(f.symptom.startswith("low context recall") for f in diagnose(metrics, records))
+
+
+def test_precision_at_k_divides_by_k_and_counts_a_repeat_as_non_relevant():
+    from ragtrack.evaluation.retrieval_metrics import precision_at_k
+
+    # GT a, b; units: a, a again (a repeat), x, b → relevant at ranks 1 and 4
+    units = [["a"], ["a"], ["x"], ["b"]]
+    assert precision_at_k(units, ["a", "b"], 4) == 0.5
+    assert precision_at_k(units, ["a", "b"], 2) == 0.5  # the repeat at rank 2 brings nothing
+    assert precision_at_k(units, ["a", "b"], 10) == 0.2  # a short list is not let off: 2 / 10
+    assert context_precision(units, ["a", "b"]) == 2 / 3  # the distinct-passage view: a, x, b
+    assert precision_at_k([["a", "b"]], ["a", "b"], 1) == 1.0  # one unit, two GT passages: one relevant unit
+    assert precision_at_k([], ["a"], 3) == 0.0 and precision_at_k(units, ["a"], 0) == 0.0

@@ -5,7 +5,8 @@ A logged key is a metric name plus an optional scope: ``context_recall``
 identical for every version, so MLflow's compare view lines runs up.
 
 * retrieval metrics, per item from context IDs, then averaged: ``context_recall``,
-  ``context_precision``, ``mrr`` (the mean of the per-item ``reciprocal_rank``:
+  ``context_precision`` (over distinct passages), ``precision_at_k`` (the field's precision@k),
+  ``mrr`` (the mean of the per-item ``reciprocal_rank``:
   one metric, two names), ``hit_rate``, ``ndcg_at_k``, and ``all_hops_at_k`` for items
   with GT groups only (a mean over those items; absent when a run has none);
 * judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
@@ -65,7 +66,14 @@ RETRIEVAL: Registry[Metric] = Registry(
     {
         "context_recall": Metric("context_recall", "share of the GT passages retrieved", item_key="context_recall"),
         "context_precision": Metric(
-            "context_precision", "share of the retrieved passages that are GT", item_key="context_precision"
+            "context_precision",
+            "share of the distinct retrieved passages that are GT (repeated chunks of one passage count once)",
+            item_key="context_precision",
+        ),
+        "precision_at_k": Metric(
+            "precision_at_k",
+            "relevant units in the top k / k, as trec_eval and ranx define precision@k (a repeat is non-relevant)",
+            item_key="precision_at_k",
         ),
         "mrr": Metric("mrr", "mean of 1 / rank of the first GT passage (0 when none)", item_key="reciprocal_rank"),
         "hit_rate": Metric("hit_rate", "share of items with at least one GT passage retrieved", item_key="hit_rate"),

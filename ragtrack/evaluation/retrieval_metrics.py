@@ -10,15 +10,20 @@ Two views of the same retrieval, each where it means something:
 * **recall and precision count passages** — did the contexts hold what the
   answer needs, and how much else came with it. A passage covered by several
   units counts once.
-* **rank metrics rank the units the agent returned** (MRR, hit rate, nDCG,
-  all-hops@k): a unit is relevant when it covers a GT passage that no
-  higher-ranked unit already covered, and the passages a unit covers share
+* **rank metrics rank the units the agent returned** (precision@k, MRR, hit
+  rate, nDCG, all-hops@k): a unit is relevant when it covers a GT passage that
+  no higher-ranked unit already covered, and the passages a unit covers share
   its rank. A parent section that holds the GT passage at rank 1 is rank 1,
-  however many passages come before the GT one inside it; a second window
-  over the same GT passage adds nothing, as a repeated passage never did.
+  however many passages come before the GT one inside it. Repeated chunks of
+  one passage: the first is relevant (if the passage is GT), every later one
+  takes its rank as a non-relevant unit — it pushes later units down in MRR
+  and nDCG (their gain is discounted by rank) and counts in precision@k's k,
+  exactly as ranx and trec_eval score a run whose repeats are non-relevant
+  placeholders.
 
 With one passage per unit both views coincide with the textbook definitions
-(tests cross-check them against trec_eval).
+(tests cross-check them against trec_eval, and per item against ranx on the
+imported HotpotQA-100).
 """
 
 from __future__ import annotations
@@ -63,6 +68,19 @@ def context_precision(units: Units, relevant: Iterable[str]) -> float:
     """
     ranked = passages_of(units)
     return len(set(relevant) & set(ranked)) / len(ranked) if ranked else 0.0
+
+
+def precision_at_k(units: Units, relevant: Iterable[str], k: int) -> float:
+    """Relevant units among the first ``k`` returned, divided by ``k``: precision@k as trec_eval and ranx
+    define it. A unit is relevant when it brings a GT passage no higher unit brought, so a second window
+    over the same passage counts as retrieved and non-relevant (as a repeated document does for them),
+    and a list shorter than ``k`` is not let off: its missing ranks count as non-relevant.
+
+    :func:`context_precision` is the other view: the share of the *distinct passages* that are GT.
+    """
+    if k <= 0:
+        return 0.0
+    return sum(relevant_units(units, relevant)[:k]) / k
 
 
 def reciprocal_rank(units: Units, relevant: Iterable[str]) -> float:
@@ -120,6 +138,7 @@ def retrieval_scores(
     return {
         "context_recall": context_recall(units, relevant),
         "context_precision": context_precision(units, relevant),
+        "precision_at_k": precision_at_k(units, relevant, k),
         "reciprocal_rank": reciprocal_rank(units, relevant),
         "hit_rate": hit_rate(units, relevant),
         "ndcg_at_k": ndcg_at_k(units, relevant, k),
