@@ -183,6 +183,33 @@ def test_compare_prints_paired_rows_per_type_and_logs_a_run(evaluated):
     assert itself.exit_code == 2 and "compare needs two versions; both are v1" in itself.output
 
 
+def test_compare_names_its_clusters_primary_tests_holm_column_and_mde_and_golden_power_gives_items_needed(
+    evaluated, tmp_path
+):
+    import json
+
+    out_file = tmp_path / "compare.json"
+    result = run("--root", str(evaluated), "compare", "v1", "v3", "--json", str(out_file))
+    out = result.output
+    assert result.exit_code == 0, out
+    assert "correctness ◆" in out and "groundedness ◆" in out and "p Holm" in out and "primary" in out
+    assert "clustered by the GT document (first GT passage's): " in out and " clusters of 5 items" in out
+    assert "minimum detectable Δ at 80% power (α 0.05, this set's 5 items): correctness" in out
+    data = json.loads(out_file.read_text())
+    row = next(r for r in data["rows"] if r["metric"] == "correctness" and r["scope"] == "all")
+    assert row["primary"] and row["p_holm"] is None and row["clusters"] >= 1
+    assert data["clustering"]["by"] == "document"
+    assert {p["metric"] for p in data["power"]} == {"correctness", "groundedness"}
+    secondary = [r for r in data["rows"] if not r["primary"]]
+    assert all(r["p_holm"] >= r["p"] for r in secondary)
+
+    power = run("--root", str(evaluated), "golden", "power", "v1", "v3", "--delta", "0.5", "--cluster", "item")
+    assert power.exit_code == 0, power.output
+    assert "clustered by each item alone: 5 clusters of 5 items" in power.output
+    bad = run("--root", str(evaluated), "golden", "power", "v1", "v3", "--cluster", "page")
+    assert bad.exit_code == 2 and "unknown clustering 'page'; expected one of: document, item, type, tag" in bad.output
+
+
 def test_comparing_the_same_two_runs_again_returns_the_first_comparison_run(evaluated):
     from ragtrack.api import compare
     from ragtrack.config import load_config

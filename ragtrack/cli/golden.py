@@ -47,6 +47,7 @@ def golden() -> None:
       ragtrack golden answer                          # GT answers fused from the GT passages
       ragtrack golden audit                           # check answers and GT sets; exit 1 on findings
       ragtrack golden validate                        # also reports stale GT after corpus edits
+      ragtrack golden power v1 v5 --delta 0.2         # what the set can detect, and the items Δ 0.2 needs
     """
 
 
@@ -124,6 +125,40 @@ def _from_logs_options(f):
         help="--from-logs: propose a cluster disliked by at least this many distinct users (0: every bad case).",
     )(f)
     return message_filters(judge_options(0.25, no_cache=False)(triage_options(f)))
+
+
+@golden.command("power")
+@click.argument("version_a")
+@click.argument("version_b")
+@click.option("--delta", type=float, help="A difference you care about: how many items would detect it at 80% power.")
+@click.option("--cluster", help="What is resampled as one unit: document (default), item, type, tag.")
+@click.option("--tracking-uri", help="MLflow tracking URI.")
+@click.pass_context
+def golden_power(ctx, version_a, version_b, delta, cluster, tracking_uri):
+    """Can this golden set see the difference you care about? The minimum detectable Δ at 80%
+    power (two-sided α 0.05) of each primary metric (the promotion rule's), from the paired,
+    clustered variance of VERSION_A's and VERSION_B's latest comparable evals; with --delta,
+    the items a difference of that size needs. Logs nothing.
+
+    \b
+    Examples:
+      ragtrack golden power v1 v5                # before evaluating v6: what can 48 items detect?
+      ragtrack golden power v1 v5 --delta 0.2    # how many items would a gain of 0.2 need?
+    """
+    from ragtrack import report as view
+    from ragtrack.api import compare
+
+    report = compare(
+        version_a,
+        version_b,
+        root=ctx.obj["root"],
+        tracking_uri=tracking_uri,
+        log=False,
+        cluster=cluster,
+        delta=delta,
+    )
+    for line in view.power_lines(report.power, report.clusters):
+        console.print(line, highlight=False)
 
 
 @golden.command("propose")
