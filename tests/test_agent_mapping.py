@@ -178,11 +178,12 @@ def test_an_unmapped_context_takes_a_rank_and_counts_as_retrieved():
     scores = retrieval_scores(passage_groups(out.contexts), ["g"], k=2)
     assert scores.pop("all_hops_at_k") is None  # no GT groups on this item
     # recall 1/1; precision 1/2 (the unmapped context is in the denominator); first GT at rank 2;
-    # nDCG@2 = (1/log2(3)) / (1/log2(2)) = 0.6309.
+    # nDCG@2 = (1/log2(3)) / (1/log2(2)) = 0.6309; precision@2 = 1 relevant unit of 2.
     assert scores == pytest.approx(
         {
             "context_recall": 1.0,
             "context_precision": 0.5,
+            "precision_at_k": 0.5,
             "reciprocal_rank": 0.5,
             "hit_rate": 1.0,
             "ndcg_at_k": 0.63093,

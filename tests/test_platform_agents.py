@@ -103,6 +103,7 @@ def by_hand(units: list[list[str]], gt: list[str], k: int | None = None) -> dict
         "reciprocal_rank": 1 / first if first else 0.0,
         "hit_rate": 1.0 if found else 0.0,
         "ndcg_at_k": dcg / ideal,
+        "precision_at_k": sum(hits[:k]) / k,  # precision@k: relevant units in the first k, over k
         "all_hops_at_k": None,  # these items have no GT groups
     }
 

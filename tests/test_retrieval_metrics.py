@@ -13,6 +13,7 @@ from ragtrack.evaluation.retrieval_metrics import (
     mean,
     ndcg_at_k,
     passages_of,
+    precision_at_k,
     reciprocal_rank,
     relevant_units,
 )
@@ -178,8 +179,8 @@ def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
     for k, queries in by_cutoff.items():
         chosen = set(queries)
         qrels = [r for r in unit_qrels_all if r.query_id in chosen]
-        for m in ir_measures.iter_calc([nDCG @ k], qrels, unit_run(queries)):
-            theirs[m.query_id, "ndcg"] = m.value
+        for m in ir_measures.iter_calc([nDCG @ k, P @ k], qrels, unit_run(queries)):
+            theirs[m.query_id, "ndcg" if str(m.measure).startswith("nDCG") else "P@k"] = m.value
     for length, queries in by_length.items():
         if length:
             chosen = set(queries)
@@ -193,6 +194,7 @@ def test_metrics_agree_with_trec_eval_on_thousands_of_random_rankings():
         assert ndcg_at_k(units, gt, k) == pytest.approx(theirs[q, "ndcg"]), q
         assert context_recall(units, gt) == pytest.approx(theirs[q, "R@1000"]), q
         assert context_precision(units, gt) == pytest.approx(theirs[q, "precision"]), q
+        assert precision_at_k(units, gt, k) == pytest.approx(theirs[q, "P@k"]), q
 
 
 def test_diagnosis_notes_units_that_cover_many_passages():
@@ -260,8 +262,6 @@ def test_diagnosis_reads_group_coverage_for_items_whose_gt_is_or_groups():
 
 
 def test_precision_at_k_divides_by_k_and_counts_a_repeat_as_non_relevant():
-    from ragtrack.evaluation.retrieval_metrics import precision_at_k
-
     # GT a, b; units: a, a again (a repeat), x, b → relevant at ranks 1 and 4
     units = [["a"], ["a"], ["x"], ["b"]]
     assert precision_at_k(units, ["a", "b"], 4) == 0.5
