@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtrack.errors import InputError, Problem
-from ragtrack.files import read_jsonl, read_text
+from ragtrack.files import is_text, lone_surrogate, not_utf8_name, read_jsonl, read_text, shown, surrogate_problem
 from ragtrack.text import language_of, split_sentences
 
 
@@ -190,6 +190,8 @@ def slugify(text: str) -> str:
 def load_corpus(path: str | Path, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS) -> Corpus:
     """Load a passage file (``.jsonl`` or a ``.json`` array) or a folder of Markdown/text files."""
     path = Path(path)
+    if not is_text(str(path)):  # logged as the runs' corpus_path: the store takes UTF-8 only
+        raise InputError([Problem(shown(path), not_utf8_name(str(path)))])
     if path.is_dir():
         return _load_folder(path, max_passage_chars)
     if path.is_file() and path.suffix.lower() in PASSAGE_SUFFIXES:
@@ -212,6 +214,9 @@ def _load_folder(root: Path, max_passage_chars: int) -> Corpus:
     seen: dict[str, str] = {}  # text → the first document that has it
     for f in files:
         rel = f.relative_to(root).as_posix()
+        if not is_text(rel):  # every such file at once too (a folder copied from a GBK-named share)
+            unreadable.append(Problem(shown(f), not_utf8_name(rel)))
+            continue
         try:
             text = read_text(f, normalize=True)
         except InputError as e:  # every such file at once, not one per run (a folder of GBK files)
@@ -588,7 +593,9 @@ def _json_array(path: Path, text: str) -> tuple[list[tuple[int, dict]], list[Pro
             pos += 1
         line = text.count("\n", 0, pos) + 1
         _, pos = decoder.raw_decode(text, pos)
-        if isinstance(element, dict):
+        if isinstance(element, dict) and (field := lone_surrogate(element)) is not None:
+            problems.append(surrogate_problem(path, line, field))
+        elif isinstance(element, dict):
             rows.append((line, element))
         else:
             problems.append(Problem(str(path), "each element must be a JSON object", line))

@@ -49,11 +49,71 @@ def _looks_like(data: bytes) -> str:
     (GBK) or UTF-16, and saying so spares a guess."""
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return ", but UTF-16 (a byte-order mark)"
+    return ", but it reads as GBK/GB18030 Chinese" if _reads_as_gbk(data) else ""
+
+
+def _reads_as_gbk(data: bytes) -> bool:
     try:
         text = data.decode("gb18030")
     except UnicodeDecodeError:
-        return ""
-    return ", but it reads as GBK/GB18030 Chinese" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else ""
+        return False
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def shown(path: str | Path) -> str:
+    """``path`` as text that prints and logs: the bytes of a name that are not UTF-8 (written by
+    another system: a GBK-named file from a Windows share) shown as ``\\xff`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` can be written as UTF-8: no lone surrogate (how Python reads the bytes of a
+    file name that are not UTF-8, and what a JSON ``"\\ud800"`` escape decodes to)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def not_utf8_name(name: str) -> str:
+    """Why a file whose name is not UTF-8 is refused, and how to rename it."""
+    gbk = _reads_as_gbk(os.fsencode(name))
+    return (
+        f"the file name is not UTF-8{', but it reads as GBK Chinese' if gbk else ''}: passage IDs are made "
+        "from file names, and golden sets and MLflow hold UTF-8 text only; rename it"
+        + (" (`convmv -f gbk -t utf-8 --notest FILE` does)" if gbk else "")
+    )
+
+
+def lone_surrogate(value: object, at: str = "") -> str | None:
+    """The field path (``"question"``, ``"gt_context_ids[1]"``; ``""`` for the value itself) of the first
+    string in a decoded JSON value that holds a lone surrogate, or None. JSON can spell one
+    (``"\\ud800"``), but it is no character: nothing can store it as UTF-8."""
+    if isinstance(value, str):
+        return None if is_text(value) else at
+    if isinstance(value, dict):
+        items = [(k, f"{at}.{k}" if at else str(k)) for k in value]
+        for key, where in items:
+            if not is_text(key):
+                return where
+            if (found := lone_surrogate(value[key], where)) is not None:
+                return found
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            if (found := lone_surrogate(item, f"{at}[{n}]")) is not None:
+                return found
+    return None
+
+
+def surrogate_problem(source: str | Path, line: int | None, field: str) -> Problem:
+    return Problem(
+        str(source),
+        "holds a lone surrogate escape (such as \\ud800): half of a character, not one; write the character "
+        "itself, or both halves of its pair",
+        line,
+        field or None,
+    )
 
 
 def read_text(path: str | Path, *, normalize: bool = False) -> str:
@@ -98,6 +158,9 @@ def read_jsonl(path: Path, text: str | None = None) -> tuple[list[tuple[int, dic
         if not isinstance(row, dict):
             problems.append(Problem(str(path), "each line must be a JSON object", n))
             continue
+        if (field := lone_surrogate(row)) is not None:
+            problems.append(surrogate_problem(path, n, field))
+            continue
         rows.append((n, row))
     return rows, problems
 
@@ -125,9 +188,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        raise named(e, path) from None
+
+
+def named(error: BaseException, path: str | Path) -> BaseException:
+    """``error`` naming ``path`` if it is an OSError that names no file, or names the temporary file
+    it was written through (a full disk fails ``write()``, which knows no file name)."""
+    if isinstance(error, OSError) and error.errno is not None and str(error.filename) != str(path):
+        return OSError(error.errno, error.strerror, str(path))
+    return error
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -14,6 +14,7 @@ their text is logged to the tracking store.
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import re
@@ -222,8 +223,17 @@ def load_spec(
     allowed = [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])]
     named = kind.files(spec)
     for key, rel in named.items():
-        target = (path.parent / rel).resolve()
         field_path = key if "." in key else f"prompts.{key}"  # a kind may name a file by its key path
+        try:
+            target = (path.parent / rel).resolve()
+        except (RuntimeError, OSError) as e:  # a symbolic-link loop: RuntimeError in Python 3.11, OSError later
+            looped = not isinstance(e, OSError) or e.errno == errno.ELOOP
+            why = "is a loop of symbolic links: it names no file" if looped else f"cannot be resolved: {e.strerror}"
+            problems.append(Problem(str(path), f"{rel} {why}", field=field_path))
+            continue
+        except ValueError:  # a NUL byte
+            problems.append(Problem(str(path), f"{rel!r} is not a file name", field=field_path))
+            continue
         if not any(target.is_relative_to(folder) for folder in allowed):
             where = " or ".join(str(folder) for folder in allowed)
             problems.append(Problem(str(path), f"{rel} is outside {where}", field=field_path))

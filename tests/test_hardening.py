@@ -489,3 +489,131 @@ def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_comma
     assert sorted(traces.item_traces(store, found[0].info.run_id)) == sorted(
         r.id for r in store.records(found[0].info.run_id)
     )
+
+
+# ---------------------------------------------------------------- round 2: the last tracebacks
+
+
+def nothing_written(project) -> bool:
+    return not (project / "mlruns").exists() and not (project / ".ragtrack").exists()
+
+
+@pytest.mark.parametrize("name", [b"bad\xff\xfe.md", "说明.md".encode("gbk")], ids=["bytes", "gbk"])
+def test_a_corpus_file_whose_name_is_not_utf8_is_reported_by_every_command(project, name):
+    """It crashed corpus.digest (UnicodeEncodeError). Reported, not skipped: a skipped file's passages
+    would vanish from the corpus while the golden set may cite them."""
+    with open(os.fsencode(project / "golden" / "kb") + b"/" + name, "wb") as f:
+        f.write(b"# Title\n\nSome text.\n")
+    for command in (["golden", "validate"], ["corpus", "ls"], ["eval", "v1"]):
+        result = cli("--root", str(project), *command)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        line = next(x for x in result.output.splitlines() if x.startswith("error:"))
+        assert "the file name is not UTF-8" in line and "rename it" in line
+        assert os.fsdecode(name)[:1] in line or "\\x" in line
+    assert nothing_written(project)
+
+
+def test_a_golden_line_with_a_lone_surrogate_names_file_line_and_field(project):
+    golden = project / "golden" / "golden.jsonl"
+    lines = golden.read_text().splitlines()
+    lines[1] = lines[1].replace('"question": "', '"question": "\\ud800', 1)
+    golden.write_text("\n".join(lines) + "\n")
+    for command in (["golden", "validate"], ["eval", "v1"]):
+        result = cli("--root", str(project), *command)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert f"error: {golden}:2: question: holds a lone surrogate escape" in result.output
+    assert nothing_written(project)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_passage_file_with_a_lone_surrogate_names_file_line_and_field(tmp_path, suffix):
+    row = '{"id": "p1", "text": "ok \\udc00 text"}'
+    path = tmp_path / f"passages{suffix}"
+    path.write_text(row + "\n" if suffix == ".jsonl" else f"[\n{row}\n]\n")
+    with pytest.raises(InputError) as e:
+        load_corpus(path)
+    assert str(e.value).startswith(f"{path}:{1 if suffix == '.jsonl' else 2}: text: holds a lone surrogate")
+
+
+def test_a_prompt_that_is_a_loop_of_symbolic_links_is_one_line(project):
+    prompts = project / "pipelines" / "prompts"
+    (prompts / "loopA.md").symlink_to("loopB.md")
+    (prompts / "loopB.md").symlink_to("loopA.md")
+    spec = project / "pipelines" / "v1.toml"
+    spec.write_text(spec.read_text().replace("prompts/answer_plain.md", "prompts/loopA.md"))
+    result = cli("--root", str(project), "eval", "v1")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"error: {spec}:" in result.output
+    assert "prompts.answer: prompts/loopA.md is a loop of symbolic links" in result.output
+    assert nothing_written(project)
+
+
+def test_a_full_disk_names_the_file_and_the_way_out(project, monkeypatch):
+    """A full disk cannot be made here, so ENOSPC is injected (a mock) where a write hits the disk:
+    the checkpoint's append, which fails in write() and so names no file by itself."""
+    import errno as errno_module
+
+    from ragtrack.evaluation import runner
+
+    def full(self, row):
+        raise runner.named(OSError(errno_module.ENOSPC, os.strerror(errno_module.ENOSPC)), self.path)
+
+    monkeypatch.setattr(runner.Checkpoint, "_append", full)
+    result = cli("--root", str(project), "eval", "v1", "--limit", "1")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("error:"))
+    assert line.startswith("error: No space left on device: ") and ".ragtrack/checkpoints/" in line
+    assert line.endswith("(the disk is full: free space on it, then run the same command again)")
+
+
+def test_atomic_writes_name_their_file_not_the_temporary_one(tmp_path, monkeypatch):
+    """ENOSPC injected (a mock: no full disk here) into the write of the temporary file."""
+    import errno as errno_module
+
+    from ragtrack import files
+
+    def full_fsync(fd):
+        raise OSError(errno_module.ENOSPC, os.strerror(errno_module.ENOSPC))
+
+    monkeypatch.setattr(files.os, "fsync", full_fsync)
+    with pytest.raises(OSError) as e:
+        files.atomic_write_text(tmp_path / "golden.jsonl", "x\n")
+    assert e.value.errno == errno_module.ENOSPC and e.value.filename == str(tmp_path / "golden.jsonl")
+    assert list(tmp_path.iterdir()) == [], "the temporary file is removed"
+
+
+# An interruption after the command is over: in MLflow's atexit trace export (sent here by an atexit
+# callback, so that the moment is exact), or inside a finalizer while the command runs.
+SIGNAL_AT_EXIT = """
+import atexit, os, signal, sys, time
+atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(30)))
+from ragtrack.cli import run
+sys.argv = ["ragtrack", "--root", sys.argv[1], "versions"]
+run()
+"""
+SIGNAL_IN_FINALIZER = """
+import sys, time
+from ragtrack.cli import Terminated, main, run
+
+@main.command("finalize")
+def finalize():
+    class Finalized:
+        def __del__(self):
+            raise Terminated()  # what the SIGTERM handler raises, landing in a __del__
+    Finalized()
+    time.sleep(30)  # the signal sent again lands here
+    print("finished")
+
+sys.argv = ["ragtrack", "finalize"]
+run()
+"""
+
+
+@pytest.mark.parametrize("script", [SIGNAL_AT_EXIT, SIGNAL_IN_FINALIZER], ids=["atexit", "finalizer"])
+def test_sigterm_outside_the_commands_own_code_is_the_one_line_interrupted(project, script):
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(project)], capture_output=True, text=True, timeout=120, cwd=project
+    )
+    assert proc.returncode == 143, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "interrupted" and "finished" not in proc.stdout

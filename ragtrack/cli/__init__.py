@@ -140,6 +140,8 @@ def _quiet_libraries() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in ("mlflow", "alembic", "transformers", "sentence_transformers", "httpx", "faiss", "urllib3", "py4j"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # It logs every failed database write with its traceback before raising it, which ragtrack reports in a line.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     logging.getLogger("ragtrack").setLevel(logging.WARNING)
 
 
@@ -154,6 +156,11 @@ def run() -> None:
     every object MLflow and its friends loaded (0.9 s after ``compare``, a third of the command)
     to free memory the process hands back anyway. atexit handlers, ``weakref.finalize`` and
     objects freed by reference counting still run as before.
+
+    Once the command is over (see :meth:`_Group.invoke`), what is left is the interpreter's exit,
+    where MLflow's atexit callbacks may wait seconds for its trace export: an interruption there ends
+    the process at once, as one during the command does, instead of raising into a callback (a
+    traceback ending in ``Terminated``, and exit status 0).
     """
     global _exit_at_once
     _exit_at_once = True
@@ -161,6 +168,21 @@ def run() -> None:
         main()
     finally:
         gc.freeze()
+
+
+def _exit_when_interrupted() -> None:
+    """From now on Ctrl-C and SIGTERM end the process at once: the command has nothing left to keep."""
+    if _exit_at_once and threading.current_thread() is threading.main_thread():
+        for signum, code in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+            signal.signal(signum, lambda *_, code=code: _interrupted_exit(code))
+
+
+def _interrupted_exit(code: int) -> None:
+    """Say so, and end the process with ``code`` now (nothing in flight is awaited)."""
+    click.echo("interrupted", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @contextmanager
@@ -201,6 +223,18 @@ def _on_sigterm(signum, frame) -> None:
     raise Terminated()
 
 
+def _redelivered(unraisable) -> None:
+    """``sys.unraisablehook`` while a command runs: an interruption that landed in a finalizer (a
+    ``__del__``, a weakref callback) cannot stop the command from there, and Python would print its
+    traceback and drop it; it is sent again instead, to land in the command's own code. Sent a moment
+    later from a thread: sent from here, its handler would raise inside this hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+        threading.Timer(0.1, os.kill, (os.getpid(), signum)).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _cause_line(message: str) -> str:
     """The line of an error message that says what went wrong, at most 300 characters: the first, save
     SQLAlchemy's note on where a failed write was flushed ("database or disk is full" is the next line)."""
@@ -215,21 +249,22 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _on_sigterm)
+            hook, sys.unraisablehook = sys.unraisablehook, _redelivered
+            ctx.call_on_close(lambda: setattr(sys, "unraisablehook", hook))
         try:
             return super().invoke(ctx)
         except click.UsageError:  # raised while parsing, before the subcommand's context closes: reset here
             console.file = None  # a `--markdown -` parsed before the bad option had sent the tables to stderr
             raise
         except KeyboardInterrupt as e:
-            click.echo("interrupted", err=True)
+            _exit_when_interrupted()  # a second signal while this is said must not raise into it
             code = 143 if isinstance(e, Terminated) else 130
             _json_failure(ctx, "interrupted", code)
             if _exit_at_once:
                 # Calls still in flight in worker threads are abandoned rather than awaited: everything
                 # worth keeping is already written (the checkpoint, the run's status).
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+                _interrupted_exit(code)
+            click.echo("interrupted", err=True)
             sys.exit(code)
         except RagtrackError as e:
             from ragtrack.secrets import redact_values
@@ -243,18 +278,36 @@ class _Group(click.Group):
             # file system refusing (read-only, no permission, full): one line, not a traceback. Anything
             # else is a bug and keeps its traceback.
             if isinstance(e, OSError) and e.errno in _REFUSING_FILE_SYSTEM:
-                where = f": {e.filename}" if e.filename else ""
-                click.echo(f"error: {e.strerror}{where}", err=True)
-                _json_failure(ctx, f"{e.strerror}{where}", 2)
-                sys.exit(2)
+                from ragtrack.files import shown
+
+                full = e.errno in _FULL
+                where = (
+                    f": {shown(e.filename)}" if e.filename else f" (writing under {ctx.obj['root']})" if full else ""
+                )
+                _fail(ctx, f"{e.strerror}{where}{_FREE_SPACE if full else ''}")
             if type(e).__module__.startswith("mlflow"):
                 from ragtrack.secrets import redact
 
-                message = _cause_line(getattr(e, "message", None) or str(e))
-                click.echo(f"error: tracking store: {redact(message)}", err=True)
-                _json_failure(ctx, f"tracking store: {redact(message)}", 2)
-                sys.exit(2)
+                message = redact(_cause_line(getattr(e, "message", None) or str(e)))
+                if "disk is full" in message:  # SQLite's own words for ENOSPC
+                    from ragtrack.tracking.store import database_in_use
+
+                    _fail(ctx, f"No space left on device: {database_in_use() or 'the tracking store'}{_FREE_SPACE}")
+                _fail(ctx, f"tracking store: {message}")
             raise
+        finally:
+            _exit_when_interrupted()
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_FREE_SPACE = " (the disk is full: free space on it, then run the same command again)"
+
+
+def _fail(ctx: click.Context, message: str) -> None:
+    """``error: message`` on stderr (and in ``--json``), exit status 2."""
+    click.echo(f"error: {message}", err=True)
+    _json_failure(ctx, message, 2)
+    sys.exit(2)
 
 
 @click.group(cls=_Group)

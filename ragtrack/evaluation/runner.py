@@ -27,6 +27,7 @@ from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.scoring import item_record, judge_input, judges_for, score_item
+from ragtrack.files import named
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
@@ -140,10 +141,13 @@ class Checkpoint:
         self._append(record.to_json())
 
     def _append(self, row: dict) -> None:
-        with self._lock, self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with self._lock, self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise named(e, self.path) from None
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

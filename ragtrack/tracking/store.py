@@ -224,6 +224,11 @@ def default_tracking_uri(root: Path) -> str:
     return f"sqlite:///{(root / 'mlruns').resolve() / 'mlflow.db'}"
 
 
+def database_in_use() -> Path | None:
+    """The SQLite file of the store this process opened (None for another kind of store)."""
+    return local_database(mlflow.get_tracking_uri())
+
+
 def local_database(uri: str) -> Path | None:
     """The SQLite file of a local store, or None for any other store."""
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
