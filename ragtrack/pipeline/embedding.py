@@ -173,23 +173,6 @@ class LexicalEmbedder:
             analyzer=lambda text: sorted(overlap_units(text)), n_features=self.dimension, alternate_sign=False
         )
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        """The model's vectors for ``texts``; past a few batches, in slices that each report progress."""
-        model = self._loaded()
-        step = self.batch_size * PROGRESS_BATCHES
-        if self._on_stage is None or len(texts) <= step:
-            slices = [texts]
-        else:
-            slices = [texts[start : start + step] for start in range(0, len(texts), step)]
-        parts, done = [], 0
-        for part in slices:
-            vectors = model.encode(part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
-            parts.append(np.asarray(vectors, dtype=np.float32))
-            done += len(part)
-            if len(slices) > 1:
-                self._on_stage(f"embedding {len(texts)} texts: {done}/{len(texts)}")
-        return np.concatenate(parts)
-
     def forget_recent(self) -> None:
         """Nothing remembered, nothing to forget (see ``remembers``)."""
 
