@@ -285,6 +285,8 @@ class AgentKind:
     # The agent's own source files under the project root (the python kind's target module): their
     # text is part of the version, so editing the code registers a new version, as editing a prompt does.
     code: Callable[[BaseModel, Path], list[Path]] = lambda spec, root: []
+    # Key → why the text of the file named there is unfit (a prompt lacking what its step fills in).
+    check_files: Callable[[BaseModel, dict[str, str]], dict[str, str]] = lambda spec, texts: {}
 
 
 AGENT_KINDS: Registry[AgentKind] = Registry(

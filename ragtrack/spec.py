@@ -183,6 +183,11 @@ def _misspelt_agent_table(raw: dict) -> str | None:
     return next(iter(difflib.get_close_matches("agent", tables, n=1, cutoff=0.6)), None)
 
 
+def _file_field(key: str) -> str:
+    """The key path a named file's problems are reported at (a kind may name a file by its key path)."""
+    return key if "." in key else f"prompts.{key}"
+
+
 def load_spec(
     version: str, pipelines_dir: str | Path = "pipelines", root: str | Path | None = None, language: str | None = None
 ) -> LoadedSpec:
@@ -223,7 +228,7 @@ def load_spec(
     allowed = [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])]
     named = kind.files(spec)
     for key, rel in named.items():
-        field_path = key if "." in key else f"prompts.{key}"  # a kind may name a file by its key path
+        field_path = _file_field(key)
         try:
             target = (path.parent / rel).resolve()
         except (RuntimeError, OSError) as e:  # a symbolic-link loop: RuntimeError in Python 3.11, OSError later
@@ -241,6 +246,8 @@ def load_spec(
             problems.append(Problem(str(path), f"prompt file not found: {target}", field=field_path))
         else:
             texts[key] = read_text(target, normalize=True)  # a CRLF checkout is the same agent
+    for key, why in kind.check_files(spec, texts).items():
+        problems.append(Problem(str(path), f"{named[key]} {why}", field=_file_field(key)))
     if problems:
         raise InputError(tomlfile.locate(problems, text))
     project = Path(root) if root is not None else path.parent

@@ -5,6 +5,7 @@ Language-aware (English word tokens, jieba for Chinese) and deterministic.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -147,6 +148,35 @@ def document_frequencies(texts: Iterable[str]) -> tuple[Counter, int]:
 def format_contexts(contexts: tuple[str, ...]) -> str:
     """Numbered contexts as a prompt shows them to a model (generator and judges alike)."""
     return "\n\n".join(f"[{n}] {c.strip()}" for n, c in enumerate(contexts, start=1)) or "(no context)"
+
+
+# What a template writes as a placeholder: ``{{name}}`` (filled by render when the step knows ``name``),
+# and ``{name}`` with single braces (a slip: never filled, so the model would read it as it stands).
+_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}|(?<!\{)\{\s*([A-Za-z_]\w*)\s*\}(?!\})")
+
+
+def template_problems(template: str, step: str, needs: tuple[str, ...], takes: tuple[str, ...]) -> list[str]:
+    """Why ``template`` would not show the ``step``'s inputs to the model: it is empty, it lacks a
+    placeholder the step ``needs``, or it writes one the step does not fill (``takes``: all it fills);
+    [] when sound."""
+    if not template.strip():
+        return [f"is empty (the {step} step needs {', '.join(f'{{{{{name}}}}}' for name in needs)})"]
+    problems: list[str] = []
+    written = {m.group(1) for m in _PLACEHOLDER.finditer(template)}
+    for token in dict.fromkeys(m.group(0) for m in _PLACEHOLDER.finditer(template)):  # each once, in order
+        name = token.strip("{} ")
+        if token == f"{{{{{name}}}}}" and name in takes:
+            continue
+        near = difflib.get_close_matches(name, takes, n=1, cutoff=0.6)
+        if not token.startswith("{{"):
+            hint = f" (a placeholder has double braces: {{{{{near[0] if near else name}}}}})"
+        elif name in takes:  # spaces inside the braces
+            hint = f" (write {{{{{name}}}}}, without spaces)"
+        else:
+            hint = f" (did you mean {{{{{near[0]}}}}}?)" if near else ""
+        problems.append(f"names {token}, which the {step} step does not fill{hint}")
+    problems += [f"lacks {{{{{name}}}}}, which the {step} step needs" for name in needs if name not in written]
+    return problems
 
 
 def render(template: str, **values: str) -> str:

@@ -548,6 +548,49 @@ def test_a_prompt_that_is_a_loop_of_symbolic_links_is_one_line(project):
     assert nothing_written(project)
 
 
+@pytest.mark.parametrize(
+    ("version", "prompt", "text", "said"),
+    [
+        ("v1", "answer_plain.md", "", "is empty (the answer step needs {{question}}, {{contexts}})"),
+        ("v1", "answer_plain.md", "Answer briefly.\n", "lacks {{question}}, which the answer step needs; lacks"),
+        (
+            "v1",
+            "answer_plain.md",
+            "Question: {{question}}\nContexts: {{contxt}}\n",
+            "names {{contxt}}, which the answer step does not fill (did you mean {{contexts}}?); "
+            "lacks {{contexts}}, which the answer step needs",
+        ),
+        (
+            "v1",
+            "answer_plain.md",
+            "Question: {question}\nContexts: {{contexts}}\n",
+            "names {question}, which the answer step does not fill (a placeholder has double braces: {{question}})",
+        ),
+        # v4 drafts an outline: an answer prompt that never shows it would drop it silently
+        ("v4", "answer_outline.md", "{{question}}\n{{contexts}}\n", "lacks {{outline}}, which the answer step"),
+        ("v4", "outline.md", "{{question}} {{outline}}\n", "names {{outline}}, which the outline step does not"),
+    ],
+    ids=["empty", "no-placeholders", "unknown", "single-braces", "outline-unused", "wrong-step"],
+)
+def test_a_prompt_that_would_not_show_its_step_inputs_is_refused_when_the_spec_loads(
+    project, version, prompt, text, said
+):
+    """With --llm such a prompt was sent as it was: the model answered without the question or the contexts."""
+    (project / "pipelines" / "prompts" / prompt).write_text(text)
+    spec = project / "pipelines" / f"{version}.toml"
+    step = next(
+        line.split("=")[0].strip() for line in spec.read_text().splitlines() if line.endswith(f'"prompts/{prompt}"')
+    )
+    result = cli("--root", str(project), "eval", version, "--llm", "openai:gpt-4o-mini")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {spec}:") and f": prompts.{step}: prompts/{prompt} " in line, line
+    assert said in line, line
+    takes = {"answer": "{{question}}, {{contexts}}, {{outline}}", "outline": "{{question}}, {{topics}}"}[step]
+    assert line.endswith(f"the {step} step takes {takes}"), line
+    assert nothing_written(project)
+
+
 def test_a_full_disk_names_the_file_and_the_way_out(project, monkeypatch):
     """A full disk cannot be made here, so ENOSPC is injected (a mock) where a write hits the disk:
     the checkpoint's append, which fails in write() and so names no file by itself."""

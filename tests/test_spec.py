@@ -186,7 +186,7 @@ def test_a_symlink_out_of_the_project_is_refused(pipelines, tmp_path):
     problems = _write(pipelines, V1_BODY.replace("prompts/answer_plain.md", "prompts/link.md"))
     assert any("prompts.answer:" in p and "is outside" in p for p in problems), problems
     # A file of the project root (one level above pipelines/) is allowed when the root is given.
-    (pipelines.parent / "shared.md").write_text("Answer: {{question}}")
+    (pipelines.parent / "shared.md").write_text("Answer {{question}} from {{contexts}}")
     ok = V1_BODY.replace("prompts/answer_plain.md", "../shared.md").replace('name = "bad"', 'name = "ok"')
     (pipelines / "ok.toml").write_text(ok)
     assert load_spec("ok", pipelines, root=pipelines.parent).files["answer"].startswith("Answer")
@@ -199,3 +199,29 @@ def test_a_windows_checkout_is_the_same_agent(pipelines):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
     after = load_spec("v1", pipelines)
     assert after.hash == before.hash and after.files == before.files and "\r" not in after.files["answer"]
+
+
+def test_each_steps_placeholders_are_what_its_messages_fill():
+    """PROMPT_PLACEHOLDERS is what the load-time check holds prompts to: every placeholder it lists for a
+    step is filled by that step's messages, and a name it does not list is left as written."""
+    from ragtrack.corpus import Passage
+    from ragtrack.pipeline.chunking import Chunk
+    from ragtrack.pipeline.generate import AnswerInput, AnswerStep, OutlineInput, OutlineStep
+    from ragtrack.pipeline.qa_pairs import QAPairsStep
+    from ragtrack.pipeline.rewrite import RewriteStep
+    from ragtrack.pipeline.spec import PROMPT_PLACEHOLDERS
+    from ragtrack.pipeline.topics import TopicsStep
+
+    steps = {
+        "answer": (AnswerStep, AnswerInput("q", ("c",), ("o",))),
+        "outline": (OutlineStep, OutlineInput("q", (("t",),))),
+        "qa_pairs": (QAPairsStep, Passage("p1", "text", "d", 0, 4, title="T")),
+        "topics": (TopicsStep, Chunk("c1", "text", "d", ("p1",))),
+        "rewrite": (RewriteStep, "q"),
+    }
+    assert steps.keys() == PROMPT_PLACEHOLDERS.keys()
+    for name, (step_class, inp) in steps.items():
+        needs, others = PROMPT_PLACEHOLDERS[name]
+        template = " ".join(f"{{{{{p}}}}}" for p in (*needs, *others, "unlisted"))
+        (message,) = step_class(name, prompt=template).messages(inp)
+        assert message["content"].count("{{") == 1 and message["content"].endswith("{{unlisted}}"), name

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ragtrack.agent import AgentKind, VersionInfo
 from ragtrack.registry import Registry
+from ragtrack.text import template_problems
 
 # Strategy name → implementation ("module:attribute", imported on first use).
 RETRIEVAL_MODES: Registry = Registry(
@@ -182,6 +183,17 @@ class GenerationSpec(_Strict):
         return GENERATORS.check(value)
 
 
+#: Step → (the placeholders its prompt must hold, the others it fills): what each step's ``messages``
+#: renders its prompt with. A prompt without a needed one would have the model answer without that input.
+PROMPT_PLACEHOLDERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "answer": (("question", "contexts"), ("outline",)),
+    "outline": (("question", "topics"), ()),
+    "qa_pairs": (("text",), ("title", "n")),
+    "topics": (("text",), ("n",)),
+    "rewrite": (("question",), ("n",)),
+}
+
+
 class PromptsSpec(_Strict):
     """Prompt template files, relative to the spec file. Only the steps a version uses."""
 
@@ -232,10 +244,23 @@ def _prompt_files(spec: VersionSpec) -> dict[str, str]:
     return {step: rel for step, rel in spec.prompts.model_dump().items() if rel is not None}
 
 
+def _check_prompts(spec: VersionSpec, texts: dict[str, str]) -> dict[str, str]:
+    """Step → why its prompt text would not show the model that step's inputs (see PROMPT_PLACEHOLDERS)."""
+    out = {}
+    for step, text in texts.items():
+        needs, others = PROMPT_PLACEHOLDERS[step]
+        if step == "answer" and spec.generation.strategy == "outline":  # else the outline is drafted, unused
+            needs, others = (*needs, "outline"), ()
+        if problems := template_problems(text, step, needs, (*needs, *others)):
+            takes = ", ".join(f"{{{{{name}}}}}" for name in (*needs, *others))
+            out[step] = f"{'; '.join(problems)}; the {step} step takes {takes}"
+    return out
+
+
 def _build(spec, ctx):
     from ragtrack.pipeline.agent import PipelineAgent
 
     return PipelineAgent(spec, ctx)
 
 
-KIND = AgentKind("pipeline", VersionSpec, _build, _prompt_files)
+KIND = AgentKind("pipeline", VersionSpec, _build, _prompt_files, check_files=_check_prompts)
