@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -51,17 +51,26 @@ class CalibrationCase(BaseModel):
         return JudgeInput(self.question, self.answer, self.gt_answer, self.contexts)
 
 
+C = TypeVar("C", bound=CalibrationCase)
+
+
 def load_cases(path: str | Path) -> list[CalibrationCase]:
+    return [case for _, case in read_cases(path, CalibrationCase, "calibration set")]
+
+
+def read_cases(path: str | Path, model: type[C], what: str) -> list[tuple[int, C]]:
+    """Every line of a JSONL file of ``model`` cases, with its line number; every bad line is an
+    :class:`InputError` problem naming file, line and field (``what`` names the file when it is missing)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError([Problem(str(path), "calibration set not found")])
+        raise InputError([Problem(str(path), f"{what} not found")])
     lines, problems = read_jsonl(path)
     cases = []
     for n, row in lines:
         try:
-            cases.append(CalibrationCase.model_validate(row))
+            cases.append((n, model.model_validate(row)))
         except ValidationError as e:
-            problems += problems_from_validation(str(path), e, n, noun="field", model=CalibrationCase)
+            problems += problems_from_validation(str(path), e, n, noun="field", model=model)
     if problems:
         raise InputError(problems)
     return cases
