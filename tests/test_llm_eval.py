@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -40,6 +41,35 @@ def test_v5_on_an_openai_endpoint_then_entirely_from_cache(project, endpoint):
     assert len(endpoint.log.requests) == calls, "an unchanged re-run makes zero calls"
     assert again.accounting["judge"]["total"]["calls"] == 0 and again.accounting["judge"]["total"]["cached"] == 20
     assert again.metrics == pytest.approx({**again.metrics, **{k: report.metrics[k] for k in ("correctness", "mrr")}})
+
+
+def test_a_warm_rerun_of_steps_that_needed_their_repair_round_makes_no_call(project, endpoint):
+    """Every first reply is unreadable (an empty answer, a verdict without JSON) and every repair reads:
+    a small local model that breaks format. The repaired reply is kept under the original request."""
+    from ragtrack.llm.fake_server import default_reply
+
+    def repairing(messages):
+        return "could not be read" in messages[-1]["content"]
+
+    def reply(request):
+        if repairing(request["messages"]):
+            return default_reply(request)
+        return "" if '"score"' not in request["messages"][0]["content"] else "I would rate it well."
+
+    endpoint.reply = reply
+    report = evaluate("v1", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert report.complete and report.metrics["correctness_n"] == 5 and report.metrics["correctness"] == 4.0
+    asked = [r["messages"] for r in endpoint.log.requests]
+    firsts = [json.dumps(m) for m in asked if not repairing(m)]
+    repairs = [json.dumps(m[:-2]) for m in asked if repairing(m)]  # the request it repairs, and its reply
+    assert len(firsts) >= 20 and sorted(firsts) == sorted(repairs), "each request was unreadable once, then repaired"
+    calls = len(asked)  # 5 items x (the answer + 4 judges) x 2, less identical requests served by the cache
+
+    again = evaluate("v1", root=project, llm="openai:fake-model", judge="openai:fake-model")
+    assert len(endpoint.log.requests) == calls, "the warm re-run made no call"
+    assert again.accounting["agent"]["answer"]["cached"] == 5 and again.accounting["judge"]["total"]["cached"] == 20
+    assert [r.answer for r in again.records] == [r.answer for r in report.records]
+    assert again.metrics["correctness"] == report.metrics["correctness"]
 
 
 def test_a_fresh_checkout_given_only_the_cache_builds_nothing_and_asks_nothing(project, endpoint, tmp_path):

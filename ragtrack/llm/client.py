@@ -270,11 +270,13 @@ class LLM:
             {"role": "user", "content": REPAIR_INSTRUCTION.format(error=error)},
         ]
         try:
-            second, second_cached = self._complete(step.name, repair, params, usage)
+            second, _ = self._complete(step.name, repair, params, usage)
         except (TransientError, PermanentError) as e:
             return self._failed(usage, f"parse: {error}; repair call failed: {e}", first.text, endpoint_down=True)
         try:
-            value = self._parse(step, repair, params, second, second_cached)
+            # Kept under the original request, where the next run looks first: a warm re-run of a step
+            # that needed its repair makes no call (under the repair's key, it paid the failed one again).
+            value = self._parse(step, messages, params, second, cached=False)
             self.circuit.read(None)
             return StepResult(value, raw=second.text, usage=usage)
         except ParseError as e:
@@ -286,7 +288,7 @@ class LLM:
     ) -> O:
         """``step.parse`` of a reply, which is untrusted text: whatever a parser meets that it did not
         foresee is a :class:`ParseError` of this reply, never the run's crash. Only a reply that
-        parses is cached: one that did not is asked again next time (after an interruption, say)."""
+        parses is cached, under the request ``messages``: one that did not is asked again next time."""
         try:
             value = step.parse(completion.text)
         except ParseError as e:
