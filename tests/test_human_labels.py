@@ -117,3 +117,12 @@ def test_a_bad_label_file_names_file_line_and_field(tmp_path, rows, message):
 def test_a_missing_label_file_is_named(tmp_path):
     with pytest.raises(InputError, match="human-label file not found"):
         load_labels(tmp_path / "nope.jsonl")
+
+
+def test_the_shipped_labels_load_and_label_16_items_of_v1_and_v5():
+    from .conftest import REPO
+
+    file = load_labels(REPO / "golden" / "labels" / "human-labels.jsonl")
+    assert file.versions() == {"v1": 16, "v5": 16}
+    items = {v: {lab.id for lab in file.labels if lab.version == v} for v in ("v1", "v5")}
+    assert items["v1"] == items["v5"]
