@@ -187,6 +187,26 @@ def test_a_database_that_refuses_the_login_or_lacks_the_database_is_one_line_wit
         assert time.monotonic() - started < 30
 
 
+def test_two_evals_started_together_on_a_fresh_database_both_finish(tmp_path):
+    """Both found the database empty and had MLflow create its tables: one failed on PostgreSQL's catalog
+    (UniqueViolation … pg_type_typname_nsp_index / pg_class_relname_nsp_index) in 3 of 3 tries without
+    the set-up's advisory lock. Two processes, two project folders, one new database."""
+    from mlflow import MlflowClient
+
+    database = f"ragtrack_{uuid.uuid4().hex[:10]}"
+    _admin(f"CREATE DATABASE {database}")
+    uri = SERVER.rsplit("/", 1)[0] + f"/{database}"
+    try:
+        roots = [make_project(tmp_path / f"member{n}" / "project") for n in range(2)]
+        results = finished(*(ragtrack(root, "eval", "v1", "--limit", "1", "--tracking-uri", uri) for root in roots))
+        assert [code for code, _ in results] == [0, 0], [out[-1500:] for _, out in results]
+        client = MlflowClient(uri, registry_uri=uri)
+        runs = client.search_runs([client.get_experiment_by_name("ragtrack").experiment_id])
+        assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    finally:
+        _admin(f"DROP DATABASE {database} WITH (FORCE)")
+
+
 def test_evals_starting_together_on_a_team_server_register_their_version_once(team_server, tmp_path):
     """Each process found no model version of the spec and registered its own (the local store's
     file lock cannot reach other machines): three processes, one registry version."""

@@ -772,7 +772,7 @@ def open_store(
     mlflow.set_registry_uri(uri)
     name = config.project.experiment
     try:
-        with local_lock(uri, required=writing):
+        with setup_lock(uri, required=writing):
             client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
             artifacts = artifact_root(uri, config.root)
             return Store(
@@ -789,6 +789,47 @@ def open_store(
     except SQLAlchemyError as e:  # MLflow's schema set-up failed below it (a damaged database)
         reason = first_line(str(e))
         raise StoreError(f"the tracking store {without_credentials(uri)} could not be set up: {reason}") from None
+
+
+#: The PostgreSQL advisory lock (one 64-bit key, per database) every ragtrack process holds while MLflow
+#: sets the store up: a fixed number, so every ragtrack release and machine takes the same lock.
+SETUP_LOCK_KEY = 0x7261677472616B31  # "ragtrak1"
+SETUP_LOCK_TIMEOUT_S = 300  # MLflow creates and migrates a new schema in seconds; a wait this long is a hang
+
+
+@contextmanager
+def setup_lock(uri: str, required: bool = True) -> Iterator[None]:
+    """One process at a time sets a store up: MLflow creates and migrates the tables when its client first
+    meets an empty database, and two processes started together on a fresh PostgreSQL database both did,
+    one failing on the catalog's unique keys (``pg_type_typname_nsp_index``, ``pg_class_relname_nsp_index``).
+    A local store: :func:`local_lock`. PostgreSQL: an advisory lock, held on a connection of its own (which
+    the database releases if the holder dies). A tracking server sets its own store up."""
+    if urlsplit(uri).scheme.split("+", 1)[0] != "postgresql":
+        with local_lock(uri, required):
+            yield
+        return
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(uri, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sqlalchemy.text(f"SET lock_timeout = '{SETUP_LOCK_TIMEOUT_S}s'"))
+            try:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": SETUP_LOCK_KEY})
+            except sqlalchemy.exc.OperationalError:  # lock_timeout
+                raise StoreError(
+                    f"another process has been setting up the tracking store {without_credentials(uri)} for "
+                    f"{SETUP_LOCK_TIMEOUT_S} s (PostgreSQL advisory lock {SETUP_LOCK_KEY}); end it, or run again"
+                ) from None
+            connection.commit()  # the lock is the session's: no transaction stays open while MLflow works
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": SETUP_LOCK_KEY})
+                connection.commit()
+    finally:
+        engine.dispose()
 
 
 @contextmanager
