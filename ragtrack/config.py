@@ -70,6 +70,9 @@ class EvalSection(_Strict):
     # Verdicts per judge and item (``--judge-samples``): their mean is the item's score, their spread the
     # judge's noise, and compare's interval carries it. LLM judges only: the heuristics are deterministic.
     judge_samples: int = Field(default=1, ge=1, le=20)
+    # Judge with the aligned judge ``ragtrack judge align`` saved for the judge (judges/aligned/<judge>.json):
+    # its graded examples from the human labels make it another judge identity (``--aligned-judge``).
+    judge_aligned: bool = False
 
 
 class CompareSection(_Strict):

@@ -18,7 +18,7 @@ from ragtrack.evaluation.stats import p_text
 
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
-    from ragtrack.api import CalibrationReport, ComparisonReport, EvalReport, PassageRow, VersionRow
+    from ragtrack.api import AlignmentReport, CalibrationReport, ComparisonReport, EvalReport, PassageRow, VersionRow
     from ragtrack.api.monitoring import MonitorReport
     from ragtrack.api.triage import TriageReport
     from ragtrack.caches import Entry
@@ -331,6 +331,53 @@ def calibration_table(report: CalibrationReport) -> Table:
             n = f"{a.n}" if not a.errors else f"[yellow]{a.n}/{a.n + a.errors}[/]"
             table.add_row(a.judge, scope, n, f"{a.exact:.2f}", f"{a.within_one:.2f}", fmt(a.spearman, 2))
     return table
+
+
+def alignment_table(report: AlignmentReport) -> Table:
+    """``judge align``: each judge's held-out agreement, plain prompt → with the examples."""
+    table = Table(
+        title=f"judge {report.judge}: held-out agreement with human labels, plain → aligned",
+        title_justify="left",
+        caption="held out: cases not shown as examples; spearman —: undefined (one side constant)",
+        caption_justify="left",
+    )
+    for col in ("judge", "examples", "held out", "exact", "within 1", "spearman", "errors", "verdict"):
+        table.add_column(col, justify="left" if col in ("judge", "examples", "verdict") else "right")
+    for r in report.judges:
+        shown = " ".join(i for ids in r.examples.values() for i in ids) or "—"
+        if not r.examples:
+            table.add_row(r.judge, shown, str(len(r.held_out)), "", "", "", "", r.status)
+            continue
+        b, a = r.before, r.after
+        table.add_row(
+            r.judge,
+            shown,
+            str(len(r.held_out)),
+            f"{b.exact:.2f} → {a.exact:.2f}",
+            f"{b.within_one:.2f} → {a.within_one:.2f}",
+            f"{fmt(b.spearman, 2)} → {fmt(a.spearman, 2)}",
+            f"{b.errors} → {a.errors}",
+            f"[green]{r.status}[/]" if r.kept else r.status,
+        )
+    return table
+
+
+def alignment_lines(report: AlignmentReport) -> list[str]:
+    """What was saved (and how to use it), or that nothing was."""
+    run = f"run [bold]{report.run_id}[/] · plain judge {report.judge_identity}"
+    if report.saved is None:
+        return [
+            "held-out agreement improved for no judge: nothing saved (the plain judge stays what evals use)",
+            run,
+        ]
+    rest = "; the others keep the plain prompt" if len(report.saved.judges) < len(report.judges) else ""
+    return [
+        f"saved {report.saved.path} · aligned judge digest {report.saved.digest} "
+        f"({', '.join(report.saved.judges)}{rest})",
+        f"use it: ragtrack eval --version <v> --judge {report.judge} --aligned-judge "
+        "(or \\[eval] judge_aligned = true)",
+        run,
+    ]
 
 
 def score_spread_lines(report: CalibrationReport) -> list[str]:

@@ -7,7 +7,7 @@
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
 :mod:`~ragtrack.api.decisions` (compare, promote, versions, and a run's
 Markdown for CI),
-:mod:`~ragtrack.api.judging` (calibrate a judge), :mod:`~ragtrack.api.golden`
+:mod:`~ragtrack.api.judging` (calibrate a judge, align it to human labels), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base),
 :mod:`~ragtrack.api.production` (pull an app's production conversations),
@@ -47,7 +47,7 @@ _HOMES = {
         "run_markdown",
         "versions",
     ],
-    "judging": ["CalibrationReport", "calibrate"],
+    "judging": ["AlignmentReport", "CalibrationReport", "align", "calibrate"],
     "golden": [
         "AnswerReport",
         "AuditReport",

@@ -24,6 +24,7 @@ from ragtrack.engines.local import LocalEngine
 from ragtrack.errors import RagtrackError, warning_summary
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
+from ragtrack.evaluation.alignment import load_aligned
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.promotion import Rule
@@ -159,6 +160,7 @@ class EvalOptions:
     judge_samples: int | None = None  # None: [eval] judge_samples
     engine: str = "local"
     master: str | None = None
+    judge_aligned: bool | None = None  # None: [eval] judge_aligned
 
     def __post_init__(self) -> None:
         ENGINES.check(self.engine)
@@ -201,6 +203,7 @@ def evaluate(
     judge_samples: int | None = None,
     engine: str = "local",
     master: str | None = None,
+    judge_aligned: bool | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
@@ -212,6 +215,8 @@ def evaluate(
     (``fresh=True`` starts over). Items without a GT answer, or whose GT passages
     changed since they were written, are refused (``allow_stale`` scores the latter).
     ``judge_samples`` asks each LLM judge that many times per item (default ``[eval] judge_samples``).
+    ``judge_aligned`` judges with the aligned judge ``judge align`` saved for ``judge`` (default
+    ``[eval] judge_aligned``): its graded examples make it another judge identity.
     ``engine`` answers and judges the items here (``local``) or on Spark (``spark``, on ``master``,
     default ``[spark] master`` of ragtrack.toml): the same records, the same run.
     """
@@ -231,6 +236,7 @@ def evaluate(
         judge_samples,
         engine,
         master,
+        judge_aligned,
     )
     session = prepare_eval(version, options, progress)
     with ends_run_on_error(session):
@@ -283,9 +289,25 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     min_overlap = config.eval.min_overlap
     language = o.judge_language or golden.language
     # The judge before the store: an unknown profile or an unset key must not leave a new empty store.
-    judge_llm = make_llm(o.judge or config.eval.judge, config, use_cache=o.use_cache)
+    judge_name = o.judge or config.eval.judge
+    judge_llm = make_llm(judge_name, config, use_cache=o.use_cache)
     samples = o.judge_samples or config.eval.judge_samples
-    panel = JudgePanel.create(judge_llm, language, config.eval.judge_max_tokens, samples)
+    aligned = config.eval.judge_aligned if o.judge_aligned is None else o.judge_aligned
+    if aligned and judge_llm.is_offline:
+        raise RagtrackError(
+            "the offline judges are heuristics with no prompt to align: --plain-judge, or an LLM --judge"
+        )
+    alignment = load_aligned(config.root, judge_name, judge_llm.identity) if aligned else None
+    panel = JudgePanel.create(
+        judge_llm,
+        language,
+        config.eval.judge_max_tokens,
+        samples,
+        alignment.examples(language) if alignment else None,
+        alignment.digest if alignment else "",
+    )
+    if alignment is not None:
+        progress.on_stage(f"aligned judge {alignment.digest} ({alignment.path}): {', '.join(alignment.judges)}")
     if samples > 1 and judge_llm.is_offline:
         progress.on_stage(f"the heuristic judges are deterministic: each asked once, not {samples} times")
     database = local_database(resolve_tracking_uri(config, o.tracking_uri))
@@ -358,7 +380,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
                 model_uri(store, model),
                 str(Path(corpus.source).resolve()),
                 corpus.digest,
-                JudgeSource(str(Path(o.root).resolve()), o.judge or config.eval.judge, o.use_cache),
+                JudgeSource(str(Path(o.root).resolve()), judge_name, o.use_cache, bool(panel.aligned)),
             ),
         )
     except BaseException:

@@ -119,6 +119,14 @@ def _duration(seconds: float) -> str:
     "the item's score is the mean, compare's interval carries the judge's noise. The heuristic judges are "
     "deterministic and asked once.  [default: [eval] judge_samples, else 1]",
 )
+@click.option(
+    "--aligned-judge/--plain-judge",
+    "judge_aligned",
+    default=None,
+    help="Judge with the aligned judge `ragtrack judge align` saved for --judge (judges/aligned/<judge>.json: "
+    "graded examples from your human labels; another judge identity), or with the plain prompts.  "
+    "[default: [eval] judge_aligned, else plain]",
+)
 @click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or sqlite under ./mlruns).")
 @click.option(
     "--no-cache",
@@ -142,6 +150,7 @@ def eval_cmd(
     judge,
     judge_language,
     judge_samples,
+    judge_aligned,
     tracking_uri,
     no_cache,
     fresh,
@@ -210,6 +219,7 @@ def eval_cmd(
                 judge=judge,
                 judge_language=judge_language,
                 judge_samples=judge_samples,
+                judge_aligned=judge_aligned,
                 tracking_uri=tracking_uri,
                 use_cache=not no_cache,
                 fresh=fresh,

@@ -45,6 +45,7 @@ class JudgeSource:
     root: str  # the project (its ragtrack.toml), absolute
     judge: str  # the judges' LLM name (offline, openai:<model>, local:<path>, a profile)
     use_cache: bool = True
+    aligned: bool = False  # the judge's aligned prompts (judges/aligned/<judge>.json of the project)
 
 
 @dataclass(frozen=True)

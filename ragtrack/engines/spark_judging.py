@@ -71,7 +71,15 @@ def panel_for(setup: JudgeSetup) -> JudgePanel:
                         os.environ.pop(name, None)
                     else:
                         os.environ[name] = value
-            panel = JudgePanel.create(llm, setup.language, config.eval.judge_max_tokens, setup.samples)
+            examples, digest = {}, ""
+            if source.aligned:
+                from ragtrack.evaluation.alignment import load_aligned
+
+                aligned = load_aligned(config.root, source.judge, llm.identity)
+                examples, digest = aligned.examples(setup.language), aligned.digest
+            panel = JudgePanel.create(
+                llm, setup.language, config.eval.judge_max_tokens, setup.samples, examples, digest
+            )
             panel.steps = {name: step for name, step in panel.steps.items() if name in setup.steps}
             if panel.identity != setup.identity:
                 raise RagtrackError(

@@ -153,15 +153,26 @@ class JudgeStep(Step[JudgeInput, Verdict]):
 
     judge: str = "correctness"
     language: str = "en"  # of the prompt, and of the heuristic's reasons offline
+    #: Graded examples from the project's human labels (``ragtrack judge align``), shown after the prompt's
+    #: own instructions. Added to the rendered messages, not to the template: a labelled answer that
+    #: happens to contain ``{{answer}}`` stays text.
+    examples: str = ""
 
     def messages(self, inp: JudgeInput) -> list[dict[str, str]]:
-        return chat_messages(
+        messages = chat_messages(
             self.prompt,
             question=inp.question,
             answer=inp.answer or "(empty answer)",
             gt_answer=inp.gt_answer,
             contexts=format_contexts(inp.contexts),
         )
+        if self.examples:
+            first = messages[0]
+            if first["role"] == "system":
+                messages[0] = {**first, "content": first["content"] + "\n\n" + self.examples}
+            else:
+                messages.insert(0, {"role": "system", "content": self.examples})
+        return messages
 
     def parse(self, text: str) -> Verdict:
         return parse_verdict(text)
@@ -170,8 +181,14 @@ class JudgeStep(Step[JudgeInput, Verdict]):
         return Verdict(*JUDGES.get(self.judge).heuristic(inp, self.language))
 
 
-def judge_steps(language: str, judges: tuple[str, ...] | None = None, max_tokens: int = 160) -> dict[str, JudgeStep]:
-    """Temperature-0 judge steps for ``language`` (``en`` or ``zh``); every registered judge by default."""
+def judge_steps(
+    language: str,
+    judges: tuple[str, ...] | None = None,
+    max_tokens: int = 160,
+    examples: dict[str, str] | None = None,
+) -> dict[str, JudgeStep]:
+    """Temperature-0 judge steps for ``language`` (``en`` or ``zh``); every registered judge by default.
+    ``examples``: judge → graded examples for its prompt (an aligned judge's, this language's)."""
     return {
         j: JudgeStep(
             f"judge.{j}",
@@ -181,27 +198,33 @@ def judge_steps(language: str, judges: tuple[str, ...] | None = None, max_tokens
             json_schema=VERDICT_SCHEMA,
             judge=j,
             language=language,
+            examples=(examples or {}).get(j, ""),
         )
         for j in (judges or JUDGES.names())
     }
 
 
 def prompt_hash(steps: dict[str, JudgeStep]) -> str:
-    """One hash over every judge prompt in use: part of the judge identity."""
+    """One hash over every judge prompt in use, with an aligned judge's examples: part of the judge identity.
+    (A step without examples hashes as before examples existed, so plain runs stay comparable.)"""
     h = hashlib.sha256()
     for name in sorted(steps):
         h.update(name.encode() + b"\0" + steps[name].prompt.encode() + b"\0")
+        if steps[name].examples:
+            h.update(b"examples\0" + steps[name].examples.encode() + b"\0")
     return h.hexdigest()[:12]
 
 
-def judge_identity(backend: str, steps: dict[str, JudgeStep], samples: int = 1) -> str:
-    """(backend, model, prompt hash, temperature, max tokens, samples): runs judged differently are not
-    comparable (a mean of K verdicts is a different, less noisy score than one verdict)."""
+def judge_identity(backend: str, steps: dict[str, JudgeStep], samples: int = 1, aligned: str = "") -> str:
+    """(backend, model, prompt hash, temperature, max tokens, samples, alignment): runs judged differently are
+    not comparable (a mean of K verdicts is a different, less noisy score than one verdict; a judge shown
+    the project's graded examples is another judge). ``aligned``: the aligned judge's digest."""
     if backend == "offline":
         return f"{HEURISTIC}@{HEURISTIC_VERSION}"
     max_tokens = {s.max_tokens for s in steps.values()}
     identity = f"{backend}|prompts={prompt_hash(steps)}|t=0.0|max_tokens={','.join(map(str, sorted(max_tokens)))}"
-    return identity + (f"|samples={samples}@t={SAMPLE_TEMPERATURE}" if samples > 1 else "")
+    identity += f"|samples={samples}@t={SAMPLE_TEMPERATURE}" if samples > 1 else ""
+    return identity + (f"|aligned={aligned}" if aligned else "")
 
 
 #: The temperature of a judge's repeated samples (the first is asked at 0, as a single verdict is): enough
@@ -223,14 +246,26 @@ class JudgePanel:
     steps: dict[str, JudgeStep]
     language: str
     samples: int = 1  # verdicts per judge and item (``--judge-samples``); 1 for the deterministic heuristics
+    aligned: str = ""  # the aligned judge's digest (``ragtrack judge align``); "" for the plain judge
 
     @classmethod
-    def create(cls, llm: LLM, language: str, max_tokens: int = 160, samples: int = 1) -> JudgePanel:
-        return cls(llm, judge_steps(language, max_tokens=max_tokens), language, 1 if llm.is_offline else samples)
+    def create(
+        cls,
+        llm: LLM,
+        language: str,
+        max_tokens: int = 160,
+        samples: int = 1,
+        examples: dict[str, str] | None = None,
+        aligned: str = "",
+    ) -> JudgePanel:
+        """``examples`` (judge → graded examples in ``language``) and ``aligned`` (their digest) come from an
+        aligned judge (:mod:`ragtrack.evaluation.alignment`)."""
+        steps = judge_steps(language, max_tokens=max_tokens, examples=examples)
+        return cls(llm, steps, language, 1 if llm.is_offline else samples, aligned)
 
     @property
     def identity(self) -> str:
-        return judge_identity(self.llm.identity, self.steps, self.samples)
+        return judge_identity(self.llm.identity, self.steps, self.samples, self.aligned)
 
     @property
     def label(self) -> str:

@@ -201,6 +201,12 @@ def eval_run(
         + f"{total} golden items (digest `{run.golden_digest}`) · judge `{run.judge_identity}` · "
         f"model version [{run.model_version}]({links.model_version(run.model_version)})"
     )
+    if params.get("judge_aligned", "no") != "no":
+        lines.append(
+            f"Judged by an **aligned judge** (`{params['judge_aligned']}`, `ragtrack judge align`): its prompts carry "
+            "graded examples from the project's human labels, so its scores compare only with runs of the same "
+            "aligned judge."
+        )
     if run.cautions:
         lines += ["", "**Cautions** (the figures depend on them)", "", *(f"* {c}" for c in run.cautions)]
     if swaps := substitutions(params):

@@ -62,6 +62,7 @@ def eval_tags(
         Tag.SPEC_HASH: spec.hash,
         Tag.GOLDEN_DIGEST: golden.digest,
         Tag.JUDGE_IDENTITY: panel.identity,
+        **({Tag.JUDGE_ALIGNED: panel.aligned} if panel.aligned else {}),
         Tag.SUBSTITUTED: str(agent.substituted).lower(),
         Tag.MODEL_VERSION: model.version,
         Tag.MODEL_ID: model.model_id,
@@ -94,6 +95,7 @@ def eval_params(
         "judge": panel.label,
         "judge_identity": panel.identity,
         "judge_samples": str(panel.samples),
+        "judge_aligned": panel.aligned or "no",  # the aligned judge's digest (ragtrack judge align)
         "judge_language": panel.language,
         Param.MIN_OVERLAP: str(min_overlap),
         Param.RANK_CUTOFF: str(agent.top_k) if agent.top_k else "contexts",

@@ -53,13 +53,14 @@ class Tag:
     NOTE = "mlflow.note.content"  # MLflow's own: the Markdown description of a run or logged model
     RUN_TYPE = "mlflow.runType"  # MLflow's own: "genai_evaluate" lists a run under "Evaluation runs"
     MODEL_VERSIONS = "mlflow.modelVersions"  # MLflow's own: a LoggedModel's registry versions (JSON list)
-    KIND = "ragtrack.kind"  # eval | compare | promotion | calibration
+    KIND = "ragtrack.kind"  # eval | compare | promotion | calibration | alignment
     VERSION = "ragtrack.version"
     AGENT_KIND = "ragtrack.agent_kind"
     SPEC_HASH = "ragtrack.spec_hash"
     DESCRIPTION = "ragtrack.description"
     GOLDEN_DIGEST = "ragtrack.golden_digest"
     JUDGE_IDENTITY = "ragtrack.judge_identity"
+    JUDGE_ALIGNED = "ragtrack.judge_aligned"  # eval and alignment runs: the aligned judge's digest, or "none"
     SUBSTITUTED = "ragtrack.substituted"
     MODEL_VERSION = "ragtrack.model_version"
     MODEL_ID = "ragtrack.model_id"
