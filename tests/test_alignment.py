@@ -238,3 +238,13 @@ def test_the_offline_heuristics_cannot_be_aligned(project):
         align("offline", root=project, cases_path=str(CASES))
     with pytest.raises(RagtrackError, match="no prompt to align"):
         evaluate("v1", root=project, judge_aligned=True)
+
+
+def test_a_missing_cases_file_is_one_error_line_and_nothing_is_written(project):
+    missing = project / "nope.jsonl"
+    before = sorted(project.rglob("*"))
+    result = CliRunner().invoke(
+        main, ["--root", str(project), "judge", "align", "--judge", "openai:fake-model", "--cases", str(missing)]
+    )
+    assert result.exit_code == 2 and f"error: {missing}: calibration set not found" in result.output
+    assert sorted(project.rglob("*")) == before  # no store, no aligned judge

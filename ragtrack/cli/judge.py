@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import click
 
 from ragtrack.cli import LLM_HELP, console, err, main
+
+
+@contextmanager
+def counting(label: str) -> Iterator[dict[str, Callable]]:
+    """A progress bar on stderr over a judge tool's calls (none in a CI log), as its ``on_start`` /
+    ``on_case`` hooks."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task(label, total=None)
+        yield {"on_start": lambda total: bar.update(task, total=total), "on_case": lambda: bar.advance(task)}
 
 
 @main.group()
@@ -27,14 +42,10 @@ def judge() -> None:
 def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
     """How well does a judge agree with human labels? Exact and within-one agreement and
     Spearman correlation per judge (and per language), logged to <experiment>-judges."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from ragtrack import report as view
     from ragtrack.api import calibrate
 
-    columns = TextColumn("[bold]calibrate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:  # no bar frames in a CI log
-        task = bar.add_task("cases", total=None)
+    with counting("calibrate") as hooks:
         report = calibrate(
             judge_name,
             root=ctx.obj["root"],
@@ -42,8 +53,7 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
             tracking_uri=tracking_uri,
             use_cache=not no_cache,
             limit=limit,
-            on_start=lambda total: bar.update(task, total=total),
-            on_case=lambda: bar.advance(task),
+            **hooks,
         )
     console.print(view.calibration_table(report))
     for line in view.score_spread_lines(report):
@@ -82,22 +92,18 @@ def judge_align(ctx, judge_name, cases_path, examples, seed, no_cache, tracking_
 
     Per judge: ~30% of the labelled cases (stratified by language and label, --seed) are the pool the
     examples come from, the rest the held-out split; the plain and the aligned prompt both judge the
-    held-out split (exact, within-one, Spearman). Judges that improved on every figure or held are saved as
-    judges/aligned/<judge>.json, a new judge identity; if none did, nothing is saved.
+    held-out split (exact, within-one, Spearman). The judges none of whose figures got worse and at least one better are
+    saved as judges/aligned/<judge>.json, a new judge identity; if none did, nothing is saved.
 
     \b
     Example:
       ragtrack judge align --judge deepseek
       ragtrack eval --version v5 --judge deepseek --aligned-judge
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from ragtrack import report as view
     from ragtrack.api import align
 
-    columns = TextColumn("[bold]align"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
-        task = bar.add_task("verdicts", total=None)
+    with counting("align") as hooks:
         report = align(
             judge_name,
             root=ctx.obj["root"],
@@ -106,8 +112,7 @@ def judge_align(ctx, judge_name, cases_path, examples, seed, no_cache, tracking_
             examples=examples,
             tracking_uri=tracking_uri,
             use_cache=not no_cache,
-            on_start=lambda total: bar.update(task, total=total),
-            on_case=lambda: bar.advance(task),
+            **hooks,
         )
     console.print(view.alignment_table(report))
     for line in view.alignment_lines(report):
