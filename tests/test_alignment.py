@@ -188,6 +188,18 @@ def test_align_cures_a_generous_judge_saves_a_new_identity_and_an_eval_records_i
             aligned.params["judge_identity"].split("|prompts=")[1]
             != plain.params["judge_identity"].split("|prompts=")[1]
         ), "the examples change the prompt hash too"
+        # A Spark executor rebuilds the same aligned judges from the project (its identity is checked there).
+        from ragtrack.engines import JudgeSource
+        from ragtrack.engines.spark_judging import JudgeSetup, panel_for
+
+        source = JudgeSource(str(project.resolve()), "openai:fake-model", True, aligned=True)
+        steps = ("correctness", "groundedness", "relevance", "organization")
+        setup = JudgeSetup(source, aligned.params["judge_language"], 1, steps, None, aligned.params["judge_identity"])
+        assert panel_for(setup).identity == aligned.params["judge_identity"]
+        plain_setup = JudgeSetup(JudgeSource(source.root, source.judge), setup.language, 1, steps, None, setup.identity)
+        with pytest.raises(RagtrackError, match="on a Spark executor"):
+            panel_for(plain_setup)
+
         judged = [r for r in server.log.requests[asked:] if r["messages"][0]["role"] == "system"]
         with_examples = [r for r in judged if HEADING["en"] in r["messages"][0]["content"]]
         assert with_examples and len(with_examples) == len(judged) // 2  # the aligned eval's, none of the plain one's
