@@ -43,6 +43,9 @@ class ProjectSection(_Strict):
     pipelines: str = "pipelines"
     corpus: str = "golden/kb"
     golden: str = "golden/golden.jsonl"
+    # Human labels of some versions' answers (JSONL, docs/statistics.md): eval and compare add
+    # prediction-powered figures from them. Empty: golden/labels/human-labels.jsonl when it exists.
+    human_labels: str = ""
     # Empty: a SQLite store and artifacts under ./mlruns (MLFLOW_TRACKING_URI wins when set).
     tracking_uri: str = ""
     experiment: str = "ragtrack"
@@ -78,8 +81,6 @@ class EvalSection(_Strict):
 class CompareSection(_Strict):
     # What a comparison resamples as one unit: "document" (the first GT passage's), "item", "type", "tag".
     cluster: str = "document"
-    # Human labels of some items' answers (JSONL; see docs/statistics.md): prediction-powered figures.
-    human_labels: str = ""
 
     @field_validator("cluster")
     @classmethod

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ragtrack.api.triage import TriageReport
     from ragtrack.caches import Entry
     from ragtrack.evaluation.compare import ItemChange, MetricRow
+    from ragtrack.evaluation.human_labels import PPIReport
     from ragtrack.evaluation.power import Power
     from ragtrack.evaluation.promotion import Decision
     from ragtrack.passage_search import Hit
@@ -189,6 +190,45 @@ def power_lines(power: list[Power], clusters: str = "") -> list[str]:
     return lines
 
 
+def ppi_lines(ppi: PPIReport | None, delta: bool = False) -> list[str]:
+    """Each judged metric's judge-only figure (95% interval) beside the prediction-powered one from the
+    human labels, or why there is none: ``delta`` for a comparison (b − a, labelled on both sides)."""
+    if ppi is None:
+        return []
+    versions = [matched.version for matched in ppi.matched]
+    if not ppi.used:
+        labelled = ", ".join(f"{v} {n}" for v, n in ppi.file.versions().items()) or "none"
+        return [
+            f"prediction-powered figures: {ppi.file.path} labels no answer of {' or '.join(versions)} "
+            f"that its run recorded (labelled answers: {labelled})"
+        ]
+    sign = "+" if delta else ""
+    if delta:
+        a, b = ppi.matched
+        head = (
+            f"prediction-powered Δ {b.version} − {a.version}, 95% (the judge corrected by its error on the items "
+            f"whose answers are labelled on both sides; {ppi.file.path}):"
+        )
+    else:
+        (one,) = ppi.matched
+        head = (
+            f"prediction-powered means, 95% (the judge corrected by its error on {len(one.labels)} human labels "
+            f"of {one.version}'s answers; {ppi.file.path}):"
+        )
+    lines = [head]
+    for f in ppi.figures:
+        judge = f"judge {f.judge:{sign}.3f} [{f.judge_low:{sign}.3f}, {f.judge_high:{sign}.3f}]"
+        if f.ppi is None:
+            lines.append(f"  {f.metric:<13} {judge}   PPI — ({f.reason})")
+            continue
+        e = f.ppi
+        lines.append(
+            f"  {f.metric:<13} {judge}   PPI {e.estimate:{sign}.3f} [{e.ci_low:{sign}.3f}, {e.ci_high:{sign}.3f}]"
+            f"   {e.labelled} labelled of {f.items}"
+        )
+    return lines
+
+
 def judge_spread_lines(report: ComparisonReport) -> list[str]:
     """The judges' own noise, where items were judged several times: mean within-item SD of Δ."""
     rows = [r for r in report.rows if r.scope == m.ALL and r.diff.within_sd is not None]
@@ -218,6 +258,7 @@ def comparison_text(
     changes: list[ItemChange],
     clusters: str = "",
     power: list[Power] | None = None,
+    ppi: PPIReport | None = None,
 ) -> str:
     """Plain-text comparison (logged as ``comparison.md``)."""
     lines = [f"{a.version} ({a.run_id}) vs {b.version} ({b.run_id})", ""]
@@ -233,6 +274,8 @@ def comparison_text(
             + ("  *" if r.significant else "")
         )
     lines += ["", *power_lines(power or [], clusters)]
+    if ppi is not None:
+        lines += ["", *ppi_lines(ppi, delta=True)]
     lines += ["", "items that moved (correctness):"]
     lines += [f"  {c.id} ({c.type}) {c.a:g} → {c.b:g}  {c.question}" for c in changes if c.metric == "correctness"]
     return "\n".join(lines)
@@ -493,6 +536,7 @@ def eval_json(report: EvalReport, exit_status: int) -> dict:
         "metrics": report.metrics,
         "cautions": report.cautions(),
         "errors": report.error_summary(),
+        "ppi": report.ppi.to_json() if report.ppi else None,
         "exit_status": exit_status,
     }
 
@@ -536,6 +580,7 @@ def comparison_json(report: ComparisonReport) -> dict:
             | {"delta": p.delta, "items_needed": p.items_needed}
             for p in report.power
         ],
+        "ppi": report.ppi.to_json() if report.ppi else None,
         "warnings": report.warnings,
     }
 

@@ -70,6 +70,15 @@ def shipped(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def shipped_v5(shipped):
+    """v5 evaluated in the ``shipped`` project too (the README session's pair, and the shipped human
+    labels' second version); the README figures test takes it instead of evaluating v5 again."""
+    from ragtrack.api import evaluate
+
+    return evaluate("v5", root=shipped[0])
+
+
+@pytest.fixture(scope="session")
 def shipped_passage_index(tmp_path_factory) -> Path:
     """`corpus search`'s index of the shipped golden/kb (what `golden propose --from-logs` searches),
     built once for the tests that start fresh projects over that corpus."""

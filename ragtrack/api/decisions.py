@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ragtrack.api.evaluation import checked_arguments, load_inputs, with_llm
+from ragtrack.api.evaluation import checked_arguments, load_human_labels, load_inputs, with_llm
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
@@ -18,6 +18,7 @@ from ragtrack.evaluation.compare import (
     cutoff_note,
     rank_depth,
 )
+from ragtrack.evaluation.human_labels import PPIReport, delta_figures, match
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.power import Power, power_of
 from ragtrack.evaluation.promotion import Decision, Rule
@@ -46,12 +47,13 @@ class ComparisonReport:
     clustering: str = "document"  # what the intervals and tests resampled (ragtrack.evaluation.clustering)
     clusters: str = ""  # in words: "clustered by the GT document …: 16 clusters of 48 items"
     power: list[Power] = field(default_factory=list)  # the MDE of each primary metric at this set's size
+    ppi: PPIReport | None = None  # the judged metrics' prediction-powered Δ from human labels, if any
 
     def text(self) -> str:
         """The comparison as plain text (the ``comparison.md`` artifact of the comparison run)."""
         from ragtrack.report import comparison_text
 
-        return comparison_text(self.a, self.b, self.rows, self.changes, self.clusters, self.power)
+        return comparison_text(self.a, self.b, self.rows, self.changes, self.clusters, self.power, self.ppi)
 
 
 @checked_arguments
@@ -67,6 +69,7 @@ def compare(
     llm: str | None = None,
     cluster: str | None = None,
     delta: float | None = None,
+    human_labels: str | None = None,
 ) -> ComparisonReport:
     """The latest comparable eval runs of two versions, side by side with paired statistics.
 
@@ -81,10 +84,14 @@ def compare(
     the two sides are then labelled ``bm25@1`` and ``bm25@3`` (name@model version). ``llm``: B as
     ``eval --llm`` ran it. ``cluster`` names what the intervals resample (default ``[compare] cluster``,
     the GT document); ``delta`` a difference whose items-needed the power figures state.
+    ``human_labels`` names a file of human labels of versions' answers (default ``[project] human_labels``,
+    else golden/labels/human-labels.jsonl when present): where both versions' answers to the same items
+    are labelled, each judged metric's Δ gets its prediction-powered estimate and interval (``ppi``).
     """
     if version_b == CHAMPION:
         raise RagtrackError(f"`{CHAMPION}` goes first, as A: ragtrack compare {CHAMPION} {version_a}")
     config = load_config(root)
+    labels = load_human_labels(config, human_labels)  # a bad line stops here, before anything is logged
     store = open_store(config, tracking_uri, existing=True, writing=log)
     asked_champion = version_a == CHAMPION
     if version_a == CHAMPION:
@@ -120,6 +127,7 @@ def compare(
                 f"(or evaluate {version_b} again on the set you meant)"
             ) from None
         a = store.latest_eval(version_a, model_version=pinned_a)
+    labelled_as = (a.version, b.version)  # the names label files use (not bm25@1, bm25@3)
     if a.version == b.version:  # "bm25 vs bm25": which column is the branch?
         a = replace(a, version=f"{a.version}@{a.model_version}")
         b = replace(b, version=f"{b.version}@{b.model_version}")
@@ -143,8 +151,8 @@ def compare(
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
     clustering = cluster or config.compare.cluster
-    labels = cluster_labels(records_b, clustering)
-    rows, changes = compare_records(records_a, records_b, clusters=labels)
+    cluster_of = cluster_labels(records_b, clustering)
+    rows, changes = compare_records(records_a, records_b, clusters=cluster_of)
     if any(r.partial for r in rows if r.scope == "all" and r.metric in JUDGES):
         warnings.append("some judge means cover fewer than all items (unanswered questions or judge errors): see n")
     shown = {(r.metric, r.scope) for r in rows}
@@ -152,13 +160,20 @@ def compare(
         if missing := [j for j in JUDGES.names() if (j, "all") in shown and (j, scope) not in shown]:
             items = sum(r.type == scope for r in records_b)
             warnings.append(f"type {scope}: no item judged on both sides for {', '.join(missing)} (0 of {items})")
-    paired = {r.id for r in records_a} & set(labels)
+    paired = {r.id for r in records_a} & set(cluster_of)
     power = [power_of(r.metric, r.diff.n, r.diff.se, delta) for r in rows if r.primary]
-    report = ComparisonReport(
-        a, b, rows, changes, "", warnings, clustering, describe(clustering, {i: labels[i] for i in paired}), power
-    )
+    ppi = None
+    if labels is not None:
+        matched_a, matched_b = match(labels, labelled_as[0], records_a), match(labels, labelled_as[1], records_b)
+        judge = {r.metric: (r.diff.delta, r.diff.ci_low, r.diff.ci_high) for r in rows if r.scope == m.ALL}
+        ppi = PPIReport(
+            labels, (matched_a, matched_b), delta_figures(records_a, matched_a, records_b, matched_b, judge)
+        )
+        warnings += ppi.left_out
+    clusters = describe(clustering, {i: cluster_of[i] for i in paired})
+    report = ComparisonReport(a, b, rows, changes, "", warnings, clustering, clusters, power, ppi)
     if log:
-        report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings)
+        report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings, ppi)
     return report
 
 

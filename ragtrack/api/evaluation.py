@@ -26,6 +26,15 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.alignment import load_aligned
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
+from ragtrack.evaluation.human_labels import (
+    DEFAULT_PATH,
+    MEAN,
+    LabelFile,
+    PPIReport,
+    load_labels,
+    match,
+    version_figures,
+)
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.promotion import Rule
 from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, ItemSink
@@ -34,7 +43,7 @@ from ragtrack.llm import make_llm
 from ragtrack.llm.accounting import Accounting, Usage
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec, load_spec
-from ragtrack.tracking import runs
+from ragtrack.tracking import datasets, runs
 from ragtrack.tracking.models import ModelRef, ensure_version_model, model_uri, spec_change
 from ragtrack.tracking.promotion import unfinished
 from ragtrack.tracking.source import source_tags
@@ -69,6 +78,8 @@ class EvalReport:
     substituted: bool = False
     # What the golden set as evaluated means for the figures: a --limit cut, stale GT let through.
     limits: list[str] = field(default_factory=list, repr=False)
+    # The judged metrics' prediction-powered means from the human labels of this version's answers.
+    ppi: PPIReport | None = field(default=None, repr=False)
 
     @property
     def complete(self) -> bool:
@@ -119,6 +130,16 @@ def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str
     return corpus, golden
 
 
+def load_human_labels(config: ProjectConfig, path: str | None) -> LabelFile | None:
+    """The human-label file ``path`` (a ``--human-labels``) or ``[project] human_labels`` names, every
+    line checked; without either, the project's golden/labels/human-labels.jsonl when there is one.
+    None: no labels, so no prediction-powered figures."""
+    if path or config.project.human_labels:
+        return load_labels(path or config.path(config.project.human_labels))
+    default = config.path(DEFAULT_PATH)
+    return load_labels(default) if default.is_file() else None
+
+
 @dataclass
 class EvalSession:
     """Everything an eval needs before its first item: inputs, agent, judges, the open run."""
@@ -140,6 +161,7 @@ class EvalSession:
     cluster: str = "document"  # what the comparison with the champion resamples ([compare] cluster)
     engine: Engine = field(default_factory=LocalEngine)  # where the items are answered and judged
     source: VersionSource | None = None  # what an engine outside this process rebuilds the version from
+    labels: LabelFile | None = None  # human labels of versions' answers (prediction-powered means)
 
 
 @dataclass(frozen=True)
@@ -161,6 +183,7 @@ class EvalOptions:
     engine: str = "local"
     master: str | None = None
     judge_aligned: bool | None = None  # None: [eval] judge_aligned
+    human_labels: str | None = None  # None: [project] human_labels, else the project's default file
 
     def __post_init__(self) -> None:
         ENGINES.check(self.engine)
@@ -204,6 +227,7 @@ def evaluate(
     engine: str = "local",
     master: str | None = None,
     judge_aligned: bool | None = None,
+    human_labels: str | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Answer every golden item with ``version``, score it and log an MLflow run.
@@ -219,6 +243,9 @@ def evaluate(
     ``[eval] judge_aligned``): its graded examples make it another judge identity.
     ``engine`` answers and judges the items here (``local``) or on Spark (``spark``, on ``master``,
     default ``[spark] master`` of ragtrack.toml): the same records, the same run.
+    ``human_labels`` names a file of human labels of versions' answers (default ``[project] human_labels``,
+    else golden/labels/human-labels.jsonl when present): the report's ``ppi`` then holds each judged
+    metric's prediction-powered mean beside the judge's, and the run logs them and the file as a dataset.
     """
     progress = progress or Progress()
     options = EvalOptions(
@@ -237,6 +264,7 @@ def evaluate(
         engine,
         master,
         judge_aligned,
+        human_labels,
     )
     session = prepare_eval(version, options, progress)
     with ends_run_on_error(session):
@@ -267,6 +295,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     engine = make_engine(o.engine, config, o.master)  # a --master without --engine spark fails before any work
     progress.on_stage("loading corpus and golden set")
     corpus, golden = load_inputs(config, o.corpus_path, o.golden_path)
+    labels = load_human_labels(config, o.human_labels)  # a bad line stops the eval before its run starts
     spec = load_spec(version, config.path(config.project.pipelines), config.root, corpus.language)
     if spec.builtin:
         progress.on_stage(f"built-in {spec.name} for a {corpus.language} corpus ({Path(spec.path).name})")
@@ -354,7 +383,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             **source_tags(o.root),
         }
         run_id = store.start_run(f"eval {spec.name}", params, tags, run_id=header.get("run_id"))
-        runs.log_golden_dataset(store, run_id, golden, stale)
+        datasets.log_golden_dataset(store, run_id, golden, stale)
         checkpoint.start({"run_id": run_id, "version": spec.name, "runtime": agent.identity.runtime})
         checkpoint.add_build(agent.setup.usage)
         for step, usage in agent.setup.usage.items():
@@ -382,6 +411,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
                 corpus.digest,
                 JudgeSource(str(Path(o.root).resolve()), judge_name, o.use_cache, bool(panel.aligned)),
             ),
+            labels,
         )
     except BaseException:
         checkpoint.release()
@@ -411,6 +441,11 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
     here = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
     metrics[m.PEAK_IN_FLIGHT] = here if outcome.peak_in_flight is None else max(here, outcome.peak_in_flight)
 
+    ppi = None
+    if session.labels is not None:
+        matched = match(session.labels, session.spec.name, records)
+        ppi = PPIReport(session.labels, (matched,), version_figures(records, matched))
+        metrics |= ppi.metrics(MEAN)
     findings = diagnose(metrics, records)
     runs.record_eval(
         session.store,
@@ -421,6 +456,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         render(findings),
         accounting,
         Rule(gates=session.gates, cluster=session.cluster),
+        ppi,
     )
     complete = outcome.stopped_early is None and len(records) == len(session.golden)
     session.store.finish_run(session.run_id, "FINISHED" if complete else "KILLED")
@@ -444,4 +480,5 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         warnings=dict(session.agent.setup.warnings),
         substituted=session.agent.substituted,
         limits=list(session.limits.values()),
+        ppi=ppi,
     )

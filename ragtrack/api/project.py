@@ -154,6 +154,7 @@ def _config_text(corpus: str, language: str) -> str:
 corpus = "{corpus}"          # a folder of .md/.markdown/.txt files, or a .jsonl / .json passage file
 golden = "{GOLDEN_FILE}"
 pipelines = "pipelines"
+# human_labels = "labels.jsonl"  # people's scores of some versions' answers: prediction-powered figures
 
 [corpus]
 max_passage_chars = 1500     # longer sections are split at paragraphs (IDs ...~p2, ~p3)

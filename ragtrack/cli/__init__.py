@@ -87,6 +87,15 @@ MARKDOWN = _output_file(
 )
 
 
+HUMAN_LABELS = click.option(
+    "--human-labels",
+    type=click.Path(dir_okay=False),
+    help="Human labels of versions' answers (JSONL: the calibration format plus `version`; docs/statistics.md): "
+    "each judged metric gets a prediction-powered estimate and 95% interval beside the judge's.  "
+    "[default: [project] human_labels of ragtrack.toml, else golden/labels/human-labels.jsonl when present]",
+)
+
+
 def engine_options(work: str):
     """--engine and --master: where ``work`` is done (the engines registry's names)."""
     from ragtrack.engines import ENGINES

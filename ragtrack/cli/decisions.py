@@ -7,6 +7,7 @@ import sys
 import click
 
 from ragtrack.cli import (
+    HUMAN_LABELS,
     JSON_OUT,
     MARKDOWN,
     console,
@@ -42,6 +43,7 @@ _AS_EVALUATED = click.option(
     "(default: [compare] cluster in ragtrack.toml).",
 )
 @click.option("--delta", type=float, help="A difference you care about: the items needed to detect it at 80% power.")
+@HUMAN_LABELS
 @_AS_EVALUATED
 @MARKDOWN
 @JSON_OUT
@@ -56,6 +58,7 @@ def compare(
     allow_incomparable,
     cluster,
     delta,
+    human_labels,
     llm,
     markdown,
     json_out,
@@ -90,6 +93,7 @@ def compare(
                 llm=llm,
                 cluster=cluster,
                 delta=delta,
+                human_labels=human_labels,
             )
         except SameAsChampion as same:
             console.print(str(same))
@@ -100,6 +104,8 @@ def compare(
     show(view.comparison_table(report))
     for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
         console.print(line, highlight=False)
+    for line in view.ppi_lines(report.ppi, delta=True):
+        console.print(line, markup=False, highlight=False)
     show(view.moved_items_table(report, show_items))
     for w in report.warnings:
         warn(w)

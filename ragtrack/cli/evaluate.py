@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from ragtrack.cli import (
+    HUMAN_LABELS,
     JSON_OUT,
     JSON_SO_FAR,
     LLM_HELP,
@@ -136,6 +137,7 @@ def _duration(seconds: float) -> str:
 @click.option("--fresh", is_flag=True, help="Discard the checkpoint of an interrupted run of this eval and start over.")
 @click.option("--allow-stale", is_flag=True, help="Score items whose GT passages changed since they were written.")
 @engine_options("items are answered and judged (on Spark: the registered pyfunc as a UDF)")
+@HUMAN_LABELS
 @MARKDOWN
 @JSON_OUT
 @click.pass_context
@@ -157,6 +159,7 @@ def eval_cmd(
     allow_stale,
     engine,
     master,
+    human_labels,
     markdown,
     json_out,
 ):
@@ -226,6 +229,7 @@ def eval_cmd(
                 allow_stale=allow_stale,
                 engine=engine,
                 master=master,
+                human_labels=human_labels,
                 # stages come during the items too (a model loaded on first use), and after them
                 progress=Hooks(stage, on_start, on_item, on_warning),
             )
@@ -246,6 +250,10 @@ def eval_cmd(
         view.accounting_table(report.accounting),
     )
     for message in report.cautions():  # the agent's again after the table: the numbers above depend on them
+        warn(message)
+    for line in view.ppi_lines(report.ppi):
+        console.print(line, markup=False, highlight=False)
+    for message in report.ppi.left_out if report.ppi else ():
         warn(message)
     if errors := report.error_summary():
         err.print("[bold]Errors[/] (items.jsonl in the run holds each item's)")

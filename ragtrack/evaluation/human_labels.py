@@ -34,6 +34,9 @@ from ragtrack.records import ItemRecord
 #: Where a project keeps them unless ``[project] human_labels`` or ``--human-labels`` says otherwise.
 DEFAULT_PATH = "golden/labels/human-labels.jsonl"
 
+#: The logged keys' prefixes (:meth:`PPIReport.metrics`): an eval run's mean, a comparison run's Δ.
+MEAN, DELTA = "ppi", "ppi_delta"
+
 #: A prediction-powered interval from fewer labelled items has no spread of the judge's error to go on.
 MIN_LABELLED = 2
 
@@ -89,21 +92,23 @@ class Matched:
 def match(file: LabelFile, version: str, records: Sequence[ItemRecord]) -> Matched:
     """``version``'s labels that belong to ``records``: an item the run has, and the answer it gave."""
     by_id = {r.id: r for r in records}
-    used, left_out = {}, []
+    used, left_out, absent = {}, [], []
     for label, n in zip(file.labels, file.lines, strict=True):
         if label.version != version:
             continue
-        where = f"{file.path}:{n}"
         record = by_id.get(label.id)
         if record is None:
-            left_out.append(f"{where}: {version}'s run has no item {label.id}: label left out")
+            absent.append(f"{label.id} (line {n})")
         elif not _same_answer(record.answer, label.answer):
             left_out.append(
-                f"{where}: {version}'s recorded answer to {label.id} is not the one labelled "
+                f"{file.path}:{n}: {version}'s recorded answer to {label.id} is not the one labelled "
                 "(the label is for another answer): left out"
             )
         else:
             used[label.id] = label
+    if absent:  # one line: a --limit run leaves out many at once
+        shown = ", ".join(absent[:6]) + (f" and {len(absent) - 6} more" if len(absent) > 6 else "")
+        left_out.append(f"{file.path}: {len(absent)} label(s) of {version} name items its run does not have: {shown}")
     return Matched(version, used, left_out)
 
 
@@ -200,6 +205,17 @@ def _normal_interval(values: list[float], confidence: float) -> tuple[float, flo
     return mean - half, mean + half
 
 
+def logged_means(metrics: dict[str, float]) -> list[tuple[str, float, float, float, float, int]]:
+    """From an eval run's metrics (:meth:`PPIReport.metrics` with ``MEAN``), per judged metric that has
+    one: name, judge-only mean, prediction-powered mean, its interval, items labelled."""
+    k = metrics
+    return [
+        (j, k[j], k[f"{MEAN}/{j}"], k[f"{MEAN}_ci_low/{j}"], k[f"{MEAN}_ci_high/{j}"], int(k[f"{MEAN}_labelled/{j}"]))
+        for j in JUDGES.names()
+        if f"{MEAN}/{j}" in k and j in k
+    ]
+
+
 @dataclass(frozen=True)
 class PPIReport:
     """What a label file gave one eval (one version) or one comparison (a paired Δ)."""
@@ -229,3 +245,27 @@ class PPIReport:
                     f"{prefix}_labelled/{f.metric}": float(f.ppi.labelled),
                 }
         return out
+
+    def to_json(self) -> dict:
+        """For a script (``--json``, ``comparison.json``): the file, the labels used and left out, per metric."""
+        return {
+            "labels": self.file.path,
+            "digest": self.file.digest,
+            "labelled": {matched.version: len(matched.labels) for matched in self.matched},
+            "left_out": self.left_out,
+            "metrics": [
+                {
+                    "metric": f.metric,
+                    "judge": f.judge,
+                    "judge_ci_low": f.judge_low,
+                    "judge_ci_high": f.judge_high,
+                    "items": f.items,
+                    "ppi": None if f.ppi is None else f.ppi.estimate,
+                    "ci_low": None if f.ppi is None else f.ppi.ci_low,
+                    "ci_high": None if f.ppi is None else f.ppi.ci_high,
+                    "labelled": 0 if f.ppi is None else f.ppi.labelled,
+                    "reason": f.reason or None,
+                }
+                for f in self.figures
+            ],
+        }

@@ -8,8 +8,10 @@ from pathlib import Path
 
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow
+from ragtrack.evaluation.human_labels import DELTA, PPIReport
 from ragtrack.records import RunSummary
 from ragtrack.tracking import descriptions
+from ragtrack.tracking.datasets import log_human_labels
 from ragtrack.tracking.store import Store, Tag
 
 
@@ -59,13 +61,17 @@ def log_comparison(
     changes: list[ItemChange],
     text: str,
     cautions: list[str],
+    ppi: PPIReport | None = None,
 ) -> str:
-    """A ``compare`` run holding the table, the item changes, the cautions and the per-type plot.
+    """A ``compare`` run holding the table, the item changes, the cautions and the per-type plot, and
+    with human labels their prediction-powered Δ (``ppi_delta/*`` metrics) and the label file as a dataset.
 
-    Comparing the same two eval runs again returns the run logged the first time (the figures
-    are a pure function of the two runs' records): no duplicate runs, and no plot to redraw.
+    Comparing the same two eval runs again, with the same label file, returns the run logged the first
+    time (the figures are a pure function of the two runs' records and the labels): no duplicate runs,
+    and no plot to redraw.
     """
-    existing = store.comparison_run(a.run_id, b.run_id)
+    labels = ppi.file.digest if ppi is not None and ppi.used else "none"
+    existing = store.comparison_run(a.run_id, b.run_id, labels)
     if existing:
         return existing
     run_id = store.start_run(
@@ -77,13 +83,16 @@ def log_comparison(
             "b_run": b.run_id,
             "golden_digest": b.golden_digest,
             "judge_identity": b.judge_identity,
+            "human_labels_digest": labels,
         },
         {Tag.KIND: "compare", Tag.VERSIONS: f"{a.version},{b.version}"},
         experiment_id=store.decisions_experiment_id,
     )
-    metrics = comparison_metrics(rows)
+    metrics = comparison_metrics(rows) | (ppi.metrics(DELTA) if ppi is not None else {})
     store.log_metrics(run_id, {k: metrics[k] for k in m.display_order(metrics)})
-    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes, cautions))
+    if ppi is not None and ppi.used:
+        log_human_labels(store, run_id, ppi)
+    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes, cautions, ppi))
     store.log_json(
         run_id,
         "comparison.json",
@@ -92,6 +101,7 @@ def log_comparison(
             "b_run": b.run_id,
             "rows": [{"metric": r.metric, "scope": r.scope, "items": r.items_total, **vars(r.diff)} for r in rows],
             "changed_items": [{**vars(c), "delta": c.delta} for c in changes],
+            "ppi": ppi.to_json() if ppi else None,
         },
     )
     store.log_text(run_id, "comparison.md", text)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow, inputs_text
+from ragtrack.evaluation.human_labels import PPIReport, logged_means
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
 from ragtrack.evaluation.stats import p_text
@@ -212,6 +213,8 @@ def eval_run(
     if swaps := substitutions(params):
         lines += ["", "**Substituted models** (`promote` refuses such runs without `--allow-substitutes`): " + swaps]
     lines += ["", "**Scores** (judges 1–5, retrieval 0–1)", "", scores(run.metrics)]
+    if figures := logged_means(run.metrics):  # from the metrics, so a re-description (a new champion) keeps it
+        lines += ["", prediction_powered(figures, delta=False)]
     if standing is not None:
         d = standing.decision
         against = d.champion is not None and d.champion_model_version != run.model_version
@@ -269,12 +272,32 @@ def _standing(run: RunSummary, s: Standing, links: Links) -> str:
     return "\n".join(lines)
 
 
+def prediction_powered(figures: Sequence[tuple[str, float, float, float, float, int]], delta: bool) -> str:
+    """One paragraph: per judged metric (name, judge-only figure, PPI estimate, interval, items labelled),
+    the prediction-powered mean or Δ beside the judge's alone."""
+    sign = "+" if delta else ""
+    counts = {n for *_, n in figures}
+    parts = [
+        f"{name} **{est:{sign}.2f}** [{low:{sign}.2f}, {high:{sign}.2f}] (judge alone {judge:{sign}.2f}"
+        + ("" if len(counts) == 1 else f", {n} labelled")
+        + ")"
+        for name, judge, est, low, high, n in figures
+    ]
+    labelled = f"{counts.pop()} human-labelled items" if len(counts) == 1 else "the human-labelled items"
+    what = "Δ" if delta else "means"
+    return (
+        f"**Prediction-powered {what}** (95%; the judge corrected by its error on {labelled}, whose file is "
+        "the run's `human_labels` dataset): " + " · ".join(parts) + "."
+    )
+
+
 def comparison(
     a: RunSummary,
     b: RunSummary,
     rows: Sequence[MetricRow],
     changes: Sequence[ItemChange],
     cautions: Sequence[str] = (),
+    ppi: PPIReport | None = None,
 ) -> str:
     """A ``compare`` run's description: the paired table, the items that moved, and what makes the two
     runs less comparable (``ragtrack compare`` prints the same cautions)."""
@@ -286,6 +309,10 @@ def comparison(
     ]
     if moved_items := moved(changes):
         lines += ["", f"Items whose correctness moved most: {moved_items}."]
+    estimated = [f for f in ppi.figures if f.ppi is not None] if ppi is not None else []
+    if estimated:
+        figures = [(f.metric, f.judge, f.ppi.estimate, f.ppi.ci_low, f.ppi.ci_high, f.ppi.labelled) for f in estimated]
+        lines += ["", prediction_powered(figures, delta=True)]
     if cautions:
         lines += ["", "**Cautions**", "", *(f"* {c}" for c in cautions)]
     return "\n".join(lines)

@@ -16,27 +16,21 @@ An eval run keeps, for four readers:
 from __future__ import annotations
 
 import json
-import os
-import warnings
-from collections import Counter
 from dataclasses import replace
 
 import pandas as pd
-from mlflow.data.dataset_source import DatasetSource
-from mlflow.data.dataset_source_registry import resolve_dataset_source
-from mlflow.data.meta_dataset import MetaDataset
-from mlflow.entities import DatasetInput, InputTag, LoggedModelInput
-from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+from mlflow.entities import LoggedModelInput
 
 from ragtrack.agent import Agent
 from ragtrack.corpus import Corpus
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.human_labels import PPIReport
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.promotion import Rule
-from ragtrack.golden import GoldenSet, Staleness
+from ragtrack.golden import GoldenSet
 from ragtrack.records import ItemRecord
 from ragtrack.spec import LoadedSpec
-from ragtrack.tracking import standings, traces
+from ragtrack.tracking import datasets, standings, traces
 from ragtrack.tracking.models import ModelRef
 from ragtrack.tracking.store import GENAI_EVALUATE, Param, Store, Tag
 
@@ -114,10 +108,12 @@ def record_eval(
     diagnosis: str,
     accounting: dict,
     rule: Rule | None = None,
+    ppi: PPIReport | None = None,
 ) -> None:
     """Everything an eval run keeps and shows (see the module docstring); safe to call again on a resumed run.
 
-    ``rule`` is the promotion rule the description's dry decision applies (default: margin and tolerance 0).
+    ``rule`` is the promotion rule the description's dry decision applies (default: margin and tolerance 0);
+    ``ppi`` the human labels' figures (``metrics`` carries them), whose label file becomes a dataset input.
     """
     params = store.client.get_run(run_id).data.params
     run = replace(store.run_summary(run_id), metrics=metrics)
@@ -129,6 +125,8 @@ def record_eval(
     store.log_text(run_id, "diagnosis.md", diagnosis)
     store.log_json(run_id, "accounting.json", accounting)
     _log_model_input(store, run_id, model_id)
+    if ppi is not None and ppi.used:
+        datasets.log_human_labels(store, run_id, ppi)
     traces.log_traces(store, run, model_id, records, params.get("judge", ""))
     standings.describe_eval(store, replace(run, metrics=shown), params, records, diagnosis, standing, model_id)
 
@@ -181,43 +179,3 @@ def log_items(store: Store, run_id: str, records: list[ItemRecord], table: bool 
     store.log_text(run_id, "items.jsonl", "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in records))
     if table and records and ITEMS_TABLE not in {f.path for f in store.client.list_artifacts(run_id)}:
         store.client.log_table(run_id, data=pd.DataFrame(items_table(records)), artifact_file=ITEMS_TABLE)
-
-
-class GoldenDataset(MetaDataset):
-    """A golden set as a metadata-only MLflow dataset, with a profile (item counts) beside name and digest."""
-
-    def __init__(self, source: DatasetSource, name: str, digest: str, profile: dict):
-        self._profile = profile
-        super().__init__(source, name=name, digest=digest)
-
-    @property
-    def profile(self) -> dict:
-        return self._profile
-
-    def to_dict(self) -> dict[str, str]:
-        return {**super().to_dict(), "profile": json.dumps(self._profile, ensure_ascii=False)}
-
-
-def log_golden_dataset(store: Store, run_id: str, golden: GoldenSet, stale: list[Staleness]) -> None:
-    """The golden set as the run's named MLflow dataset input (the UI's Datasets column).
-
-    Name = the golden file's stem and the digest's first 8 characters (``golden@3c77a25d``: the runs
-    table's Datasets column shows only the name, and runs on a --limit cut or an edited set must not
-    look alike there), digest = the golden digest (the comparability key), source = the file,
-    profile = item count, items per type, the corpus digest and the items scored with stale GT
-    under ``--allow-stale``. Logging the same dataset again (a resumed run) adds nothing.
-    """
-    path = os.path.abspath(golden.source)
-    with warnings.catch_warnings():  # MLflow registers the local-file source twice and says so
-        warnings.simplefilter("ignore")
-        source = resolve_dataset_source(path)
-    types = Counter(i.type for i in golden.items)
-    profile = {
-        "items": len(golden),
-        "types": {t: types[t] for t in sorted(types)},
-        "corpus_digest": golden.corpus_digest,
-        "stale_items": [s.item_id for s in stale],
-    }
-    name = f"{os.path.splitext(os.path.basename(path))[0]}@{golden.digest[:8]}"
-    dataset = GoldenDataset(source, name, golden.digest, profile)._to_mlflow_entity()
-    store.log_dataset_input(run_id, DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "eval")]))

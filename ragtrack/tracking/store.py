@@ -554,11 +554,12 @@ class Store:
         query = f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.DRY_RUN}` = 'false' and attributes.status = 'RUNNING'"
         return list(self.search_runs([self.decisions_experiment_id], query, ["attributes.start_time ASC"]))
 
-    def comparison_run(self, a_run: str, b_run: str) -> str | None:
-        """The finished comparison run of exactly these two eval runs, if one was logged."""
+    def comparison_run(self, a_run: str, b_run: str, human_labels: str = "none") -> str | None:
+        """The finished comparison run of exactly these two eval runs with these human labels (the label
+        file's digest, ``none``), if one was logged."""
         query = (
             f"tags.`{Tag.KIND}` = 'compare' and params.a_run = '{a_run}' and params.b_run = '{b_run}' "
-            "and attributes.status = 'FINISHED'"
+            f"and params.human_labels_digest = '{human_labels}' and attributes.status = 'FINISHED'"
         )
         return next((r.info.run_id for r in self.search_runs([self.decisions_experiment_id], query)), None)
 
