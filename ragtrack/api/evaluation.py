@@ -122,6 +122,10 @@ class Progress:
     on_item: Callable[[ItemRecord], None] = lambda record: None
     # Something the user must see before trusting the run (corpus warnings, the agent's warnings).
     on_warning: Callable[[str], None] = lambda message: None
+    # Interrupted (Ctrl-C, SIGTERM) with this many items in the checkpoint: what the same command skips.
+    # Counted from the checkpoint file, as a resume counts: a signal landing after an item's line was
+    # written and before on_item was called (the line's fsync, under load) left on_item's count one short.
+    on_interrupted: Callable[[int], None] = lambda kept: None
 
 
 def load_inputs(config: ProjectConfig, corpus_path: str | None, golden_path: str | None) -> tuple[Corpus, GoldenSet]:
@@ -267,17 +271,17 @@ def evaluate(
         human_labels,
     )
     session = prepare_eval(version, options, progress)
-    with ends_run_on_error(session):
+    with ends_run_on_error(session, progress):
         outcome = run_eval(session, progress)
         progress.on_stage("logging to MLflow")
         return finish_eval(session, outcome)
 
 
 @contextmanager
-def ends_run_on_error(session: EvalSession) -> Iterator[None]:
+def ends_run_on_error(session: EvalSession, progress: Progress | None = None) -> Iterator[None]:
     """Whatever stops the eval after its run started ends the run — KILLED for an interruption
     (Ctrl-C, SIGTERM), FAILED for an error — and keeps the checkpoint, so the same command resumes
-    (this process lets go of it)."""
+    (this process lets go of it); an interruption tells ``progress`` how many items it kept."""
     try:
         yield
     except BaseException as e:
@@ -285,6 +289,9 @@ def ends_run_on_error(session: EvalSession) -> Iterator[None]:
         with suppress(Exception):  # the store may be what failed; the original error matters more
             session.store.finish_run(session.run_id, status)
         session.checkpoint.release()
+        if progress and isinstance(e, KeyboardInterrupt):
+            with suppress(Exception):  # an unreadable checkpoint: the interruption is what to report
+                progress.on_interrupted(len(session.checkpoint.load()[1]))
         raise
 
 

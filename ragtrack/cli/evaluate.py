@@ -195,7 +195,7 @@ def eval_cmd(
         from ragtrack.evaluation.diagnosis import render
 
         bar = ItemProgress(f"eval {version}")
-        state = {"started": False, "done": 0, "total": 0}
+        state = {"started": False, "done": 0, "total": 0, "kept": None}
 
         def on_start(total: int, resumed: int) -> None:
             if resumed:
@@ -210,6 +210,9 @@ def eval_cmd(
 
         def on_warning(message: str) -> None:
             warn(message, style="bold yellow")
+
+        def on_interrupted(kept: int) -> None:
+            state["kept"] = kept
 
         try:
             report = evaluate(
@@ -231,15 +234,16 @@ def eval_cmd(
                 master=master,
                 human_labels=human_labels,
                 # stages come during the items too (a model loaded on first use), and after them
-                progress=Hooks(stage, on_start, on_item, on_warning),
+                progress=Hooks(stage, on_start, on_item, on_warning, on_interrupted),
             )
         except KeyboardInterrupt:
             if state["started"]:
+                kept = state["done"] if state["kept"] is None else state["kept"]
                 err.print(
-                    f"{state['done']} of {state['total']} items finished and kept in the checkpoint; "
+                    f"{kept} of {state['total']} items finished and kept in the checkpoint; "
                     "run the same command again to resume"
                 )
-                ctx.meta[JSON_SO_FAR] = {"items": state["total"], "items_kept": state["done"]}
+                ctx.meta[JSON_SO_FAR] = {"items": state["total"], "items_kept": kept}
             raise
         finally:
             bar.stop()
