@@ -8,6 +8,9 @@ well-formed-but-wrong structures for every loader and for the judge-reply parser
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import tomllib
 
 import pytest
@@ -160,3 +163,98 @@ def test_the_shipped_files_pass_the_same_loaders():
 @pytest.fixture
 def tiny_corpus():
     return load_corpus(DATA / "kb")
+
+
+# ------------------------------------------------ whole commands, in process (no model is loaded)
+
+FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# A name as the file system holds it: any bytes but the separator and NUL (not UTF-8 ones included).
+names = st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b".."))
+
+
+def _project(tmp_path_factory):
+    from .conftest import make_project
+
+    return make_project(tmp_path_factory.mktemp("prop") / "project")
+
+
+def _cli(root, *args):
+    from click.testing import CliRunner
+
+    from ragtrack.cli import main
+
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+def _clean(result) -> None:
+    """Exit 0 or 2 and no traceback: a bug would leave its exception on the result."""
+    assert result.exit_code in (0, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    if result.exit_code == 2:
+        assert result.output.count("error:") >= 1
+
+
+@FEW
+@given(line=file_bytes() | json_values.map(lambda v: json.dumps(v).encode()), name=names, content=file_bytes())
+def test_golden_lines_corpus_names_and_contents_through_the_commands(tmp_path_factory, line, name, content):
+    """A golden line of any bytes, and a corpus file of any name and content: `golden validate` and
+    `corpus ls` answer in one error line (exit 2) or accept (exit 0), and write nothing."""
+    root = _project(tmp_path_factory)
+    golden = root / "golden" / "golden.jsonl"
+    golden.write_bytes(golden.read_bytes() + line + b"\n")
+    with open(os.fsencode(root / "golden" / "kb") + b"/" + name + b".md", "wb") as f:
+        f.write(content)
+    before = files_in(root)
+    for command in (["golden", "validate"], ["corpus", "ls"]):
+        _clean(_cli(root, *command))
+    assert files_in(root) == before, "nothing written"
+
+
+@FEW
+@given(
+    field=st.sampled_from(["top_k", "chunk_size", "model", "name", "answer"]),  # each key's first line in v1
+    value=json_values,
+    prompt=file_bytes(),
+)
+def test_spec_values_and_prompt_texts(tmp_path_factory, field, value, prompt):
+    """v1 with one value replaced by anything TOML can hold, and its answer prompt of any bytes: the
+    spec loads (then its prompt shows the step's inputs) or is one error naming the spec file."""
+    from ragtrack.pipeline.spec import PROMPT_PLACEHOLDERS
+    from ragtrack.text import template_problems
+
+    folder = tmp_path_factory.mktemp("spec") / "pipelines"
+    shutil.copytree(REPO / "pipelines", folder)
+    (folder / "prompts" / "answer_plain.md").write_bytes(prompt)
+    text = (folder / "v1.toml").read_text()
+    literal = json.dumps(value) if value is not None else '""'  # often TOML too; when not, a TOML error
+    text = re.sub(rf"(?m)^({field}\s*=).*$", lambda m: f"{m[1]} {literal}", text, count=1)
+    (folder / "v1.toml").write_text(text, encoding="utf-8")
+    before = files_in(folder)
+    try:
+        spec = load_spec("v1", folder, root=folder.parent)
+    except InputError as e:
+        assert all(p.file == str(folder / "v1.toml") or str(folder) in p.file for p in e.problems), str(e)
+    else:
+        needs, others = PROMPT_PLACEHOLDERS["answer"]
+        assert not template_problems(spec.files["answer"], "answer", needs, (*needs, *others))
+    assert files_in(folder) == before
+
+
+@FEW
+@given(reply=text | nested | json_values.map(json.dumps) | st.binary(max_size=300).map(lambda b: b.decode("latin-1")))
+def test_judge_replies_over_http_are_a_verdict_or_an_items_error(reply):
+    """Any reply (and the same again to the repair) from a real OpenAI-compatible endpoint: a verdict
+    in 1-5 or one recorded error with the raw reply kept, never an exception."""
+    from ragtrack.evaluation.judges import JudgeInput, judge_steps
+    from ragtrack.llm.fake_server import FakeOpenAIServer
+
+    from .test_llm import client
+
+    with FakeOpenAIServer(reply=lambda r: reply) as server:
+        step = judge_steps("en", ("correctness",))["correctness"]
+        result = client(server).run(step, JudgeInput("q", "a", "gt", ("c",)))
+    if result.ok:
+        assert 1 <= result.value.score <= 5
+    else:
+        assert result.error and result.raw is not None
