@@ -39,9 +39,9 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
     """Overall and per-type means; judge columns show their item count when not all were scored."""
     table = Table(title=title, title_justify="left", caption="judge scores are 1-5", caption_justify="left")
     table.add_column("metric", no_wrap=True)
-    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in metrics]
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key(m.ITEMS, t) in metrics]
     for scope in scopes:
-        n = metrics.get(m.key("items", scope))
+        n = metrics.get(m.key(m.ITEMS, scope))
         label = scope if scope == m.ALL else f"type {scope}"
         table.add_column(f"{label}\nn={int(n)}" if n is not None else label, justify="right")
     for name in m.RETRIEVAL:
@@ -57,7 +57,7 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
 
 def _cell(metrics: dict[str, float], name: str, count: str, scope: str, digits: int) -> str:
     """A mean, with ``(n=k/N)`` when it covers fewer than all items of its scope."""
-    mean, n, total = (metrics.get(m.key(x, scope)) for x in (name, count, "items"))
+    mean, n, total = (metrics.get(m.key(x, scope)) for x in (name, count, m.ITEMS))
     cell = fmt(mean, digits)
     if n is not None and total is not None and n < total:
         cell += f" [yellow](n={int(n)}/{int(total)})[/]"
@@ -67,7 +67,7 @@ def _cell(metrics: dict[str, float], name: str, count: str, scope: str, digits: 
 def eval_warnings(metrics: dict[str, float]) -> list[str]:
     """What a user must know before trusting an eval's retrieval figures (``ragtrack eval`` prints them)."""
     out = []
-    items, reported = metrics.get("items", 0), metrics.get(m.RETRIEVAL_N)
+    items, reported = metrics.get(m.ITEMS, 0), metrics.get(m.RETRIEVAL_N)
     unanswered = metrics.get(m.UNANSWERED, 0)
     if unanswered:
         out.append(
@@ -350,7 +350,7 @@ def _run_marks(run: RunSummary) -> list[tuple[str, bool]]:
     """The markers after a run's ID in ``versions`` (its legend explains them): * substituted models,
     ~ a mean shown covers fewer items than the run holds, ! the run has cautions (a --limit cut,
     --allow-stale items, an agent warning)."""
-    items = run.metrics.get("items", 0)
+    items = run.metrics.get(m.ITEMS, 0)
     counts = (m.RETRIEVAL_N, m.judge_count("correctness"), m.judge_count("groundedness"))
     return [
         ("[bold yellow]*[/]", run.substituted),

@@ -320,8 +320,8 @@ def test_versions_table_keeps_its_markers_at_80_columns():
     from ragtrack.report import versions_table
 
     def runs(version, substituted, judge="heuristic@h3", judged=48.0, cautions=()):
-        metrics = {"context_recall": 0.658, "mrr": 0.648, "correctness": 2.4, "groundedness": 5.0, "items": 48.0}
-        metrics["correctness_n"] = judged
+        metrics = {"context_recall": 0.658, "mrr": 0.648, "correctness": 2.4, "groundedness": 5.0, "counts/items": 48.0}
+        metrics["counts/judged/correctness"] = judged
         return [
             RunSummary(
                 f"0123456789{version}",

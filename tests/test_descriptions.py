@@ -26,16 +26,16 @@ def summary(version: str, model_version: str, metrics: dict[str, float], **kw) -
 
 
 # ------------------------------------------------------------------ metric names
-def test_runs_log_headline_first_then_comparison_forms_counts_per_type_and_usage_last():
+def test_runs_log_the_primary_means_first_then_per_type_then_prefixed_secondary_figures():
     logged = [
         "usage/judge/total/calls",
-        "items/type_A",
+        "counts/items/type_A",
         "correctness/type_A",
-        "judge_errors/correctness",
-        "items",
-        "correctness_n",
-        "groundedness_norm",
-        "correctness_norm",
+        "counts/judge_errors/correctness",
+        "counts/items",
+        "counts/judged/correctness",
+        "norm/groundedness",
+        "norm/correctness",
         "delta/mrr",
         "delta_p/correctness",
         "delta/correctness",
@@ -46,6 +46,9 @@ def test_runs_log_headline_first_then_comparison_forms_counts_per_type_and_usage
         "correctness",
         "usage/peak_in_flight",
         "mrr/type_A",
+        "groundedness/type_B",
+        "correctness/type_B",
+        "mapping/unmapped_share",
     ]
     assert m.display_order(logged) == [
         "correctness",
@@ -53,20 +56,52 @@ def test_runs_log_headline_first_then_comparison_forms_counts_per_type_and_usage
         "context_recall",
         "mrr",
         "organization",
+        "correctness/type_A",
+        "correctness/type_B",
+        "groundedness/type_B",
+        "mrr/type_A",
         "delta/correctness",
         "delta_p/correctness",
         "delta/mrr",
-        "correctness_norm",
-        "groundedness_norm",
-        "correctness_n",
-        "judge_errors/correctness",
-        "items",
-        "correctness/type_A",
-        "mrr/type_A",
-        "items/type_A",
+        "norm/correctness",
+        "norm/groundedness",
+        "counts/items",
+        "counts/items/type_A",
+        "counts/judge_errors/correctness",
+        "counts/judged/correctness",
+        "mapping/unmapped_share",
         "usage/judge/total/calls",
         "usage/peak_in_flight",
     ]
+    # Every secondary figure sits under a prefix; the primary ones are the comparable means.
+    primary = [k for k in logged if "/" not in m.split_key(k)[0]]
+    assert {m.split_key(k)[0] for k in primary} <= set(m.comparable_metrics())
+
+
+def test_keys_logged_before_the_prefixes_read_back_under_todays_names():
+    old = {
+        "correctness_norm": "norm/correctness",
+        "relevance_n/type_B": "counts/judged/relevance/type_B",
+        "judge_errors/groundedness": "counts/judge_errors/groundedness",
+        "items": "counts/items",
+        "items/type_D": "counts/items/type_D",
+        "retrieval_n": "counts/retrieval_reported",
+        "unmapped_share/type_A": "mapping/unmapped_share/type_A",
+        "agent_errors": "counts/agent_errors",
+        "unanswered": "counts/unanswered",
+    }
+    assert {k: m.current_key(k) for k in old} == old
+    for today in (
+        "correctness",
+        "ndcg_at_k/type_C",
+        "hit_rate",
+        "norm/correctness",
+        "delta/mrr",
+        "usage/peak_in_flight",
+    ):
+        assert m.current_key(today) == today
+    # A gate written with the old name still names the metric.
+    assert m.lookup("groundedness_norm").name == "norm/groundedness" == m.lookup("norm/groundedness").name
 
 
 def test_comparison_usage_and_display_names_come_from_the_registry():
@@ -75,9 +110,11 @@ def test_comparison_usage_and_display_names_come_from_the_registry():
     with pytest.raises(UnknownNameError, match="unknown comparison figure 'ci'"):
         m.comparison_key("ci", "mrr")
     assert m.usage_key("judge", "judge.correctness", "calls") == "usage/judge/judge.correctness/calls"
-    assert m.PEAK_IN_FLIGHT.startswith("usage/") and "usage" > "relevance_norm"  # sorts after every metric name
-    assert m.for_display(0.123456789) == 0.1235 and m.for_display(0.0000123456) == 0.00001235
-    assert m.for_display(2604.1666) == 2604.0
+    assert m.display_order([m.PEAK_IN_FLIGHT, "counts/items", "norm/relevance"])[-1] == m.PEAK_IN_FLIGHT
+    # Logged to be read: three decimals; three significant digits below 0.001 (not 0).
+    assert m.for_display(2.5208333333) == 2.521 and m.for_display(0.123456789) == 0.123
+    assert m.for_display(0.0000123456) == 0.0000123 and m.for_display(2604.1666) == 2604.167
+    assert m.for_display(0.0) == 0.0 and m.for_display(-0.0625) == -0.062  # half to even, as Python rounds
 
 
 # ------------------------------------------------------------------ records
@@ -125,13 +162,13 @@ def test_scores_table_has_every_metric_overall_and_per_type_with_counts():
     metrics = {
         "correctness": 2.5,
         "correctness/type_A": 3.0,
-        "correctness_n": 3.0,
-        "correctness_n/type_A": 2.0,
+        "counts/judged/correctness": 3.0,
+        "counts/judged/correctness/type_A": 2.0,
         "mrr": 0.5,
         "mrr/type_A": 0.75,
         "context_recall": 0.5,
-        "items": 4.0,
-        "items/type_A": 2.0,
+        "counts/items": 4.0,
+        "counts/items/type_A": 2.0,
     }
     rows = {line.split(" | ")[0].strip("| "): line for line in d.scores(metrics).splitlines()}
     gap = "\u00a0" * 3
@@ -141,19 +178,30 @@ def test_scores_table_has_every_metric_overall_and_per_type_with_counts():
     assert rows["context_recall"] == f"| context_recall | {gap}0.500 | {gap}— |"  # no per-type value: a dash
     assert "relevance (1–5)" not in rows  # a metric with no value in any scope is left out
     # Retrieval means over fewer items (replies that did not say what they retrieved) say so as judges do.
-    rows = {line.split(" | ")[0].strip("| "): line for line in d.scores({**metrics, "retrieval_n": 3.0}).splitlines()}
+    rows = {
+        line.split(" | ")[0].strip("| "): line
+        for line in d.scores({**metrics, "counts/retrieval_reported": 3.0}).splitlines()
+    }
     assert rows["mrr"] == f"| mrr | {gap}0.500 (n=3) | {gap}0.750 |"
 
 
 def test_an_eval_run_with_failed_items_says_how_many_were_judged_and_lists_the_errors():
     """The Markdown of a run with 13 of 48 items failed read "over 48 items" and listed no error."""
-    metrics = {"correctness": 1.5, "correctness_n": 35.0, "groundedness": 4.0, "items": 48.0, "unanswered": 13.0}
+    metrics = {
+        "correctness": 1.5,
+        "counts/judged/correctness": 35.0,
+        "groundedness": 4.0,
+        "counts/items": 48.0,
+        "counts/unanswered": 13.0,
+    }
     errors = ["7 items (a1, a2, a3, a4, …): python: the answer (answer) is not text"]
     text = d.eval_run(summary("flaky", "2", metrics), {"golden_items": "48"}, "", 48, None, LINKS, errors)
     assert text.splitlines()[0].endswith("over 48 items (35 judged)  ")
     section = text.split("**Errors** (the figures above leave these items out where they say n)\n\n")[1]
     assert section.splitlines()[0] == f"* {errors[0]}"
-    assert "**Errors**" not in d.eval_run(summary("ok", "2", {"items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS)
+    assert "**Errors**" not in d.eval_run(
+        summary("ok", "2", {"counts/items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS
+    )
 
 
 def diff(mean_a, mean_b, low, high, p, n=4):
@@ -215,7 +263,13 @@ def test_outside_the_ui_links_point_at_the_tracking_server():
 
 
 def test_an_eval_run_description_starts_with_its_verdict_against_the_champion():
-    base = {"correctness": 2.0, "groundedness": 5.0, "correctness_n": 4.0, "groundedness_n": 4.0, "items": 4.0}
+    base = {
+        "correctness": 2.0,
+        "groundedness": 5.0,
+        "counts/judged/correctness": 4.0,
+        "counts/judged/groundedness": 4.0,
+        "counts/items": 4.0,
+    }
     v1 = summary("v1", "1", base)
     v5 = summary("v5", "2", {**base, "correctness": 2.5, "context_recall": 0.75, "mrr": 0.5})
     rows = [
@@ -242,7 +296,7 @@ def test_an_eval_run_description_starts_with_its_verdict_against_the_champion():
 
 
 def test_an_incomplete_run_says_so_instead_of_a_verdict():
-    run = summary("v5", "2", {"items": 2.0})
+    run = summary("v5", "2", {"counts/items": 2.0})
     text = d.eval_run(run, {"golden_items": "5"}, "", 2, None, LINKS)
     assert text.splitlines()[1] == (
         "**Incomplete**: 2 of 5 items; run the same `ragtrack eval` again to resume this run."
@@ -251,15 +305,19 @@ def test_an_incomplete_run_says_so_instead_of_a_verdict():
 
 def test_an_eval_run_lists_its_cautions_before_its_scores_and_none_when_it_has_none():
     cautions = ("--limit 2 takes the first 2 items in file order: no item of type B", "an English embedder…")
-    text = d.eval_run(summary("v5", "2", {"items": 2.0}, cautions=cautions), {"golden_items": "2"}, "", 2, None, LINKS)
+    text = d.eval_run(
+        summary("v5", "2", {"counts/items": 2.0}, cautions=cautions), {"golden_items": "2"}, "", 2, None, LINKS
+    )
     section = text.split("**Cautions** (the figures depend on them)\n\n")[1].split("\n\n")[0]
     assert section.splitlines() == [f"* {c}" for c in cautions] and text.index(section) < text.index("**Scores**")
-    assert "Cautions" not in d.eval_run(summary("v5", "2", {"items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS)
+    assert "Cautions" not in d.eval_run(
+        summary("v5", "2", {"counts/items": 2.0}), {"golden_items": "2"}, "", 2, None, LINKS
+    )
 
 
 def test_a_decision_in_full_has_figures_interval_rule_gates_and_runs():
-    v1 = summary("v1", "1", {"correctness": 2.0, "groundedness": 5.0, "items": 4.0})
-    v5 = summary("v5", "2", {"correctness": 1.5, "groundedness": 5.0, "items": 4.0})
+    v1 = summary("v1", "1", {"correctness": 2.0, "groundedness": 5.0, "counts/items": 4.0})
+    v5 = summary("v5", "2", {"correctness": 1.5, "groundedness": 5.0, "counts/items": 4.0})
     rows = [
         MetricRow("correctness", "all", diff(2.0, 1.5, -1.0, 0.0, 0.5), 4),
         MetricRow("groundedness", "all", diff(5.0, 5.0, 0.0, 0.0, 1.0), 4),

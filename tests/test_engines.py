@@ -115,7 +115,9 @@ def test_a_judge_endpoints_limit_is_shared_by_the_tasks_never_exceeded(shipped, 
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback-key-for-the-spark-judges")
         report = evaluate("v1", root=root, judge="openai:judge", limit=16, engine="spark", master="local[2]")
-    assert report.complete and report.metrics["correctness_n"] == 16 and report.metrics["correctness"] == 4.0
+    assert (
+        report.complete and report.metrics[m.judge_count("correctness")] == 16 and report.metrics["correctness"] == 4.0
+    )
     assert len(server.log.requests) == 16 * 4
     assert 1 <= server.log.peak_in_flight <= 2
     assert report.metrics[m.PEAK_IN_FLIGHT] <= 3  # the engine's bound: its busiest workers' peaks added

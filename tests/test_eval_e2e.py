@@ -44,11 +44,11 @@ def test_run_has_params_metrics_per_type_and_items(first_run):
         "hit_rate",
         "ndcg_at_k",
         "correctness",
-        "correctness_norm",
+        "norm/correctness",
     ):
         assert 0 <= m[name] <= (5 if name == "correctness" else 1), name
-    assert m["correctness_n"] == 5 and m["judge_errors/correctness"] == 0
-    assert m["items/type_A"] == 2 and "context_recall/type_D" in m
+    assert m["counts/judged/correctness"] == 5 and m["counts/judge_errors/correctness"] == 0
+    assert m["counts/items/type_A"] == 2 and "context_recall/type_D" in m
     assert run.info.status == "FINISHED" and run.data.tags["ragtrack.complete"] == "true"
 
     local = mlflow.artifacts.download_artifacts(

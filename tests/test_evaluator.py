@@ -46,7 +46,7 @@ def test_static_predictions_are_scored_by_ids_and_judges(project):
         )
     m = result.metrics
     assert m["context_recall"] == 0.5 and m["mrr"] == pytest.approx(0.25)  # (1/2 + 0) / 2
-    assert m["correctness_n"] == 2 and m["correctness/type_A"] == m["correctness"]
+    assert m["counts/judged/correctness"] == 2 and m["correctness/type_A"] == m["correctness"]
     logged = mlflow.get_run(run.info.run_id).data.metrics
     assert logged["context_recall"] == 0.5
 
@@ -71,5 +71,5 @@ def test_a_registered_version_evaluates_through_mlflow_as_its_eval_did(project):
             if value is not None:
                 assert result.metrics[ALIASES.get(name, name)] == pytest.approx(value), (record.id, name)
         unmapped = sum(not c.passage_ids for c in record.contexts) / len(record.contexts)
-        assert result.metrics["unmapped_share"] == pytest.approx(unmapped)
-        assert result.metrics["correctness_n"] == 1  # and the judges ran on its answer
+        assert result.metrics["mapping/unmapped_share"] == pytest.approx(unmapped)
+        assert result.metrics["counts/judged/correctness"] == 1  # and the judges ran on its answer

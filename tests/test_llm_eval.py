@@ -27,7 +27,7 @@ def endpoint(monkeypatch):
 
 def test_v5_on_an_openai_endpoint_then_entirely_from_cache(project, endpoint):
     report = evaluate("v5", root=project, llm="openai:fake-model", judge="openai:fake-model")
-    assert report.complete and report.metrics["correctness_n"] == 5 and report.metrics["correctness"] == 4.0
+    assert report.complete and report.metrics["counts/judged/correctness"] == 5 and report.metrics["correctness"] == 4.0
     steps = {r["messages"][0]["content"][:40] for r in endpoint.log.requests}
     assert len(steps) >= 6, "topics, rewrite, outline, answer and the judges all reached the endpoint"
     assert report.params["generator"] == "llm:openai:fake-model@" + endpoint.base_url
@@ -139,8 +139,10 @@ def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, end
     report = evaluate("v3", root=project, llm="openai:fake-model", judge="openai:fake-model", use_cache=False)
     assert report.complete and [r.id for r in report.records] == ["a1", "a2", "b1", "c1", "d1"]
     assert endpoint.log.faults_served > 0
-    judged = report.metrics["correctness_n"] + report.metrics["judge_errors/correctness"]
-    assert judged + report.metrics["unanswered"] == 5, "every item is scored, a counted judge error or unanswered"
+    judged = report.metrics["counts/judged/correctness"] + report.metrics["counts/judge_errors/correctness"]
+    assert judged + report.metrics["counts/unanswered"] == 5, (
+        "every item is scored, a counted judge error or unanswered"
+    )
     retries = report.accounting["judge"]["total"]["retries"] + report.accounting["agent"]["total"]["retries"]
     assert retries > 0
 
@@ -148,7 +150,11 @@ def test_faults_on_a_third_of_requests_lose_no_item_and_do_not_hang(project, end
 def test_an_answer_step_that_fails_leaves_the_item_unanswered_and_unjudged(project, endpoint):
     endpoint.reply = lambda request: ""  # every step gets an empty reply: the answer step cannot be read
     report = evaluate("v1", root=project, llm="openai:fake-model", use_cache=False)
-    assert report.complete and report.metrics["unanswered"] == 5 and report.metrics["correctness_n"] == 0
+    assert (
+        report.complete
+        and report.metrics["counts/unanswered"] == 5
+        and report.metrics["counts/judged/correctness"] == 0
+    )
     assert all(not r.answered and r.judges == {} and "answer: parse: empty answer" in r.errors for r in report.records)
     assert all(r.retrieval for r in report.records), "retrieval happened, and is still measured"
 
@@ -178,7 +184,7 @@ def test_malformed_judge_replies_never_crash_the_run_and_are_counted(project, en
     report = evaluate("v1", root=project, judge="openai:fake-model", use_cache=False)
     assert report.complete and len(report.records) == 5
     for judge in ("correctness", "groundedness", "relevance", "organization"):
-        n, errors = report.metrics[f"{judge}_n"], report.metrics[f"judge_errors/{judge}"]
+        n, errors = report.metrics[f"counts/judged/{judge}"], report.metrics[f"counts/judge_errors/{judge}"]
         assert n + errors == 5, judge
         if n:
             assert 1 <= report.metrics[judge] <= 5

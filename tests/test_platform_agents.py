@@ -155,7 +155,7 @@ def test_a_dify_chat_app_is_evaluated_with_contexts_mapped_by_text(project, keys
         report = evaluate("dify-app", root=project)
     assert report.complete and len(report.records) == 5 and not any(r.errors for r in report.records)
     check_against_server(report, server, "chat_messages", dify_segments, DIFY_SEGMENTS)
-    assert report.metrics["unmapped_share"] == 0.0 and report.metrics["retrieval_n"] == 5
+    assert report.metrics["mapping/unmapped_share"] == 0.0 and report.metrics["counts/retrieval_reported"] == 5
     p = report.params
     assert p["agent_kind"] == p["platform"] == "dify" and p["base_url"] == server.base_url
     assert p["app_mode"] == "chat" and p["spec.declared.prompt"] == "Answer briefly." and len(p["prompt_hash"]) == 12
@@ -174,7 +174,7 @@ def test_a_completion_app_and_an_agent_chat_app_that_only_streams(project, keys)
         agent = DIFY_AGENT.format(url=server.base_url, n=2) + 'app_mode = "completion"\n'
         write_spec(project, "dify-completion", agent)
         report = evaluate("dify-completion", root=project)
-    assert report.complete and report.metrics["retrieval_n"] == 5
+    assert report.complete and report.metrics["counts/retrieval_reported"] == 5
     assert {x.request.path for x in server.exchanges} == {"/v1/info", "/v1/completion-messages"}
     sent = server.replies("completion_messages")[0].request.body
     assert sent["inputs"]["query"] == sent["query"]
@@ -223,7 +223,7 @@ def test_dify_retrieval_only_measures_the_knowledge_base_alone(project, keys):
     assert all(len(r.contexts) == 2 and r.answer == "" for r in report.records)
     # No answer to judge: no verdicts (they were 1 on every judge, "empty answer"), nothing unanswered.
     assert all(r.judges == {} and r.answered for r in report.records)
-    assert "correctness" not in report.metrics and report.metrics["unanswered"] == 0
+    assert "correctness" not in report.metrics and report.metrics["counts/unanswered"] == 0
 
     def segments(body):
         return [r["segment"]["id"] for r in body["records"]]
@@ -306,14 +306,14 @@ def test_a_reply_without_retrieval_metadata_is_an_item_error_never_a_recall_of_0
     bad, good = report.records[:2], report.records[2:]
     assert all(r.retrieval == {} and r.contexts == [] and r.answer for r in bad)
     assert "retriever_resources" in bad[0].errors[0] and "Citations and Attributions" in bad[1].errors[0]
-    assert report.metrics["retrieval_n"] == 3 and report.metrics["agent_errors"] == 2
+    assert report.metrics["counts/retrieval_reported"] == 3 and report.metrics["counts/agent_errors"] == 2
     expected = sum(r.retrieval["context_recall"] for r in good) / 3  # the mean covers the three that said
     assert report.metrics["context_recall"] == pytest.approx(expected)
     # Judges that read the contexts are not asked about an answer whose contexts are unknown
     # (groundedness was 1 there, "every statement unsupported", and promote read it as a regression).
     assert all(sorted(r.judges) == ["correctness", "relevance"] for r in bad)
     assert all(sorted(r.judges) == ["correctness", "groundedness", "organization", "relevance"] for r in good)
-    assert report.metrics["groundedness_n"] == 3 and report.metrics["correctness_n"] == 5
+    assert report.metrics["counts/judged/groundedness"] == 3 and report.metrics["counts/judged/correctness"] == 5
 
     with dify_server(project, citations=False) as server:  # an app with citations switched off
         write_spec(project, "dify-nocite", DIFY_AGENT.format(url=server.base_url, n=2))
@@ -590,14 +590,14 @@ def test_ragflow_errors_sent_with_http_200_are_item_errors_and_not_retried(proje
         report = evaluate("ragflow-app", root=project)
     assert len(server.replies("chat_completions")) == 5, "a refusal is not retried"
     assert all(r.retrieval == {} and not r.answered and r.judges == {} for r in report.records)
-    assert report.metrics["unanswered"] == 5 and "correctness" not in report.metrics  # nothing to judge
-    assert "model provider refused" in report.records[0].errors[0] and report.metrics["agent_errors"] == 5
+    assert report.metrics["counts/unanswered"] == 5 and "correctness" not in report.metrics  # nothing to judge
+    assert "model provider refused" in report.records[0].errors[0] and report.metrics["counts/agent_errors"] == 5
 
     with ragflow_server(project) as server:
         write_spec(project, "ragflow-app", ragflow_agent(server) + "max_concurrency = 1\n")
         server.inject(Fault("no_reference"))
         report = evaluate("ragflow-app", root=project, use_cache=False)
-        assert "no reference" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 4
+        assert "no reference" in report.records[0].errors[0] and report.metrics["counts/retrieval_reported"] == 4
         # A 500 or 429 (a proxy in front of RAGFlow, with its envelope) is retried, not a refusal.
         server.inject(Fault("500"), Fault("429", 0.05))
         report = evaluate("ragflow-app", root=project, use_cache=False)
@@ -676,7 +676,7 @@ def test_coze_chats_that_fail_stop_for_input_or_recall_nothing_are_item_errors(p
     assert "requires_action" in waiting.errors[0] and not waiting.answered
     assert unknown.answered and unknown.contexts == [] and "no knowledge recall" in unknown.errors[0]
     assert sorted(unknown.judges) == ["correctness", "relevance"]  # judged on its answer alone
-    assert report.metrics["retrieval_n"] == 2 and not any(r.errors for r in report.records[3:])
+    assert report.metrics["counts/retrieval_reported"] == 2 and not any(r.errors for r in report.records[3:])
 
     with coze_server(project) as server:  # Coze's rate limit (HTTP 200, code 4013) and a gateway's 429
         write_spec(project, "coze-bot", coze_agent(server, "max_concurrency = 1\n"))
@@ -908,7 +908,7 @@ def test_a_python_callable_and_a_langchain_runnable(project):
     assert [c.passage_ids for c in record.contexts] == [[CFG], []]
     assert [c.mapping for c in record.contexts] == ["text 1.00", "unmapped"]
     assert record.retrieved_passage_ids == [CFG, "unmapped:c2"]
-    assert report.metrics["unmapped_share"] == 0.5 and report.params["target_type"] == "callable"
+    assert report.metrics["mapping/unmapped_share"] == 0.5 and report.params["target_type"] == "callable"
     a1 = next(r for r in report.records if r.id == "a1")  # GT: the cfg passage → found at rank 1 of 2
     assert a1.retrieval == pytest.approx(by_hand([[CFG], ["unmapped:c2"]], [CFG]))
     assert a1.retrieval["context_precision"] == 0.5
@@ -966,7 +966,7 @@ def test_a_callable_that_raises_or_returns_only_text_is_an_item_error(project):
     assert report.complete and report.records[0].errors == ["python: RuntimeError: index not loaded"]
     write_spec(project, "py-text", 'kind = "python"\ntarget = "toy_rag_bad:text_only"\n')
     report = evaluate("py-text", root=project)
-    assert "only an answer" in report.records[0].errors[0] and report.metrics["retrieval_n"] == 0
+    assert "only an answer" in report.records[0].errors[0] and report.metrics["counts/retrieval_reported"] == 0
 
 
 def test_a_context_that_is_no_text_makes_the_items_retrieval_unknown_not_a_passage():
@@ -1060,13 +1060,13 @@ def test_an_agent_that_keeps_failing_stops_the_run_and_the_resume_asks_its_quest
     assert len(report.records) == 8  # eight failed, each recorded (the 8th was once dropped); the 9th not asked
     # A failed call is not a wrong answer: no judge scored it, and the run says so.
     assert all(not r.answered and r.judges == {} and r.errors for r in report.records)
-    assert report.metrics["unanswered"] == 8 and report.metrics["correctness_n"] == 0
+    assert report.metrics["counts/unanswered"] == 8 and report.metrics["counts/judged/correctness"] == 0
 
     (project / "down").unlink()  # the index server is back: the same command resumes
     report = evaluate("py-down", root=project)
     assert report.complete and report.resumed == 0, "the failed items were asked again, not kept"
     assert len(report.records) == 12 and all(r.answered and len(r.judges) == 4 for r in report.records)
-    assert report.metrics["unanswered"] == 0 and report.metrics["correctness_n"] == 12
+    assert report.metrics["counts/unanswered"] == 0 and report.metrics["counts/judged/correctness"] == 12
     # Each item has one trace, of its new record: the failed items' first traces are gone.
     traces = item_traces(open_store(load_config(project)), report.run_id)
     assert {i: [t.tags[Tag.RECORD] for t in ts] for i, ts in traces.items()} == {

@@ -115,7 +115,7 @@ def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
                 assert all(p.split("#")[0] == segment.document.name for p in context.passage_ids), (record.id, context)
             units = [c.passage_ids for c in record.contexts]
             assert record.retrieval == pytest.approx(by_hand(units, record.gt_context_ids)), record.id
-        assert run.metrics["unmapped_share"] == 0.0
+        assert run.metrics["mapping/unmapped_share"] == 0.0
         assert mlflow.MlflowClient(store.tracking_uri).get_run(run.run_id).data.params["bot_name"] == "kb bot"
 
         # The registered model of the bot answers through the bot.

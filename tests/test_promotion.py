@@ -186,8 +186,8 @@ def test_a_run_whose_agent_gave_no_answer_to_some_questions_is_not_promoted_on_t
     for r in ours[:3]:
         r.answered, r.judges, r.errors = False, {}, ["python: ConnectionError: index server down"]
     mine = summary("v2", ours)
-    assert mine.metrics["unanswered"] == 3 and mine.metrics["correctness_n"] == 5
-    assert mine.metrics["correctness"] == 5 and mine.metrics["agent_errors"] == 3
+    assert mine.metrics["counts/unanswered"] == 3 and mine.metrics["counts/judged/correctness"] == 5
+    assert mine.metrics["correctness"] == 5 and mine.metrics["counts/agent_errors"] == 3
     theirs = records(BASE)
     rows, _ = compare_records(theirs, ours, ("correctness", "groundedness"))
     d = decide(mine, Champion("1", "v1", summary("v1", theirs)), Rule(), overall(rows))
@@ -197,10 +197,10 @@ def test_a_run_whose_agent_gave_no_answer_to_some_questions_is_not_promoted_on_t
 
 
 def test_release_gates_are_reported_per_gate():
-    d = rule_decides([BASE], rule=Rule(gates={"context_recall": 0.9, "correctness_norm": 0.75}))
+    d = rule_decides([BASE], rule=Rule(gates={"context_recall": 0.9, "norm/correctness": 0.75}))
     assert not d.promoted
-    assert [(g.metric, g.passed) for g in d.gates] == [("context_recall", True), ("correctness_norm", False)]
-    assert "gate correctness_norm >= 0.75 failed (0.5)" in d.reasons
+    assert [(g.metric, g.passed) for g in d.gates] == [("context_recall", True), ("norm/correctness", False)]
+    assert "gate norm/correctness >= 0.75 failed (0.5)" in d.reasons
 
 
 def test_the_champion_is_not_challenged_by_itself():

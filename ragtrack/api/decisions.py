@@ -121,7 +121,7 @@ def compare(
         if not allow_incomparable:
             raise RagtrackError(
                 f"{version_a} has no eval on the golden set and judge of {version_b}'s latest run "
-                f"(digest {b.golden_digest}, {int(b.metrics.get('items', 0))} items, judge {b.judge_identity}); "
+                f"(digest {b.golden_digest}, {int(b.metrics.get(m.ITEMS, 0))} items, judge {b.judge_identity}); "
                 f"run: ragtrack eval --version {version_a} with the --golden, --corpus, --limit and --judge "
                 "that run used "
                 f"(or evaluate {version_b} again on the set you meant)"
@@ -132,7 +132,7 @@ def compare(
         a = replace(a, version=f"{a.version}@{a.model_version}")
         b = replace(b, version=f"{b.version}@{b.model_version}")
     for run in (a, b):  # every question failed (a platform down): a table of nothing, logged as a comparison
-        if run.metrics.get("items") and run.metrics.get(m.UNANSWERED, 0) >= run.metrics["items"]:
+        if run.metrics.get(m.ITEMS) and run.metrics.get(m.UNANSWERED, 0) >= run.metrics[m.ITEMS]:
             raise RagtrackError(
                 f"{run.version}'s latest eval ({run.run_id[:8]}) got no answer to any question: nothing to compare "
                 f"(its errors: ragtrack ui, or its items.jsonl); run: ragtrack eval --version {run.version}"
@@ -142,8 +142,8 @@ def compare(
         warnings.insert(
             0,
             f"{version_a} has no eval on the golden set of {version_b}'s latest run ({latest.golden_digest}, "
-            f"{int(latest.metrics.get('items', 0))} items): compared on the latest set both have ({b.golden_digest}, "
-            f"{int(b.metrics.get('items', 0))} items)",
+            f"{int(latest.metrics.get(m.ITEMS, 0))} items): compared on the latest set both have ({b.golden_digest}, "
+            f"{int(b.metrics.get(m.ITEMS, 0))} items)",
         )
     records_a, records_b = store.records(a.run_id), store.records(b.run_id)
     if note := cutoff_note(rank_depth(a, records_a), rank_depth(b, records_b)):

@@ -54,9 +54,10 @@ from ragtrack.tracking.store import Store, Tag, local_database, open_store, reso
 class EvalReport:
     """One eval of one version, as logged to the MLflow run ``run_id``.
 
-    ``metrics`` holds what the run logged (overall, ``<metric>/type_<T>`` per type,
-    ``<judge>_n`` items judged); ``records`` one :class:`~ragtrack.records.ItemRecord`
-    per golden item (answer, contexts, scores, errors); ``findings`` the diagnosis.
+    ``metrics`` holds what the run logged, unrounded (overall, ``<metric>/type_<T>`` per type,
+    ``counts/judged/<judge>`` items judged; the run keeps them to three decimals); ``records`` one
+    :class:`~ragtrack.records.ItemRecord` per golden item (answer, contexts, scores, errors);
+    ``findings`` the diagnosis.
     Before trusting the figures, read :meth:`cautions` and :meth:`error_summary`, as
     ``ragtrack eval`` prints them. The repr leaves out the bulky fields.
     """
@@ -444,7 +445,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
     for who, steps_summary in accounting.items():
         for step, figures in steps_summary.items():
             for name, value in figures.items():
-                metrics[m.usage_key(who, step, name)] = m.for_display(value)
+                metrics[m.usage_key(who, step, name)] = value
     here = max(session.panel.llm.limiter.peak_in_flight, session.agent.peak_in_flight)
     metrics[m.PEAK_IN_FLIGHT] = here if outcome.peak_in_flight is None else max(here, outcome.peak_in_flight)
 

@@ -1,8 +1,8 @@
 """Per-item records → the run's metrics: overall, per question type, with counts.
 
-A judge mean covers only the items that judge scored; the ``<judge>_n`` count
-says how many. Likewise the retrieval means cover the items whose reply said
-what it retrieved (``retrieval_n``). A metric with no values is left out, never logged as NaN.
+A judge mean covers only the items that judge scored; the ``counts/judged/<judge>``
+count says how many. Likewise the retrieval means cover the items whose reply said
+what it retrieved (``counts/retrieval_reported``). A metric with no values is left out, never logged as NaN.
 Names come from :mod:`ragtrack.evaluation.metrics`.
 """
 
@@ -41,7 +41,7 @@ def _summarise(records: list[ItemRecord], judges: list[str], scope: str) -> dict
         if scored:
             for metric in (m.judge_metric(judge), m.judge_metric(judge, normalized=True)):
                 out[m.key(metric.name, scope)] = mean(m.item_value(r, metric.name) for r in scored)
-    out[m.key("items", scope)] = float(len(records))
+    out[m.key(m.ITEMS, scope)] = float(len(records))
     return out
 
 

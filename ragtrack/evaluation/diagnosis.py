@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragtrack.evaluation.metrics import item_value
+from ragtrack.evaluation.metrics import item_value, judge_metric
 from ragtrack.records import ItemRecord
 
 
@@ -52,7 +52,7 @@ def diagnose(metrics: dict[str, float], records: list[ItemRecord], t: Thresholds
     """Apply the diagnosis rules to one run's aggregate metrics."""
     out: list[Finding] = []
     recall, precision, mrr = metrics.get("context_recall"), metrics.get("context_precision"), metrics.get("mrr")
-    grounded, relevant = metrics.get("groundedness_norm"), metrics.get("relevance_norm")
+    grounded, relevant = (metrics.get(judge_metric(j, normalized=True).name) for j in ("groundedness", "relevance"))
 
     # Items whose GT is OR-groups (any passage of a group will do: RGB's positives, a hop of HotpotQA) are
     # covered when every group is: recall's share of all listed passages would call 5 of 9 positives missing.

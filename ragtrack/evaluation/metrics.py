@@ -4,32 +4,41 @@ A logged key is a metric name plus an optional scope: ``context_recall``
 (all items) or ``context_recall/type_A`` (items of type A). Names are
 identical for every version, so MLflow's compare view lines runs up.
 
+The **primary** metrics keep bare names — the means a version is judged by,
+overall and per type:
+
 * retrieval metrics, per item from context IDs, then averaged: ``context_recall``,
   ``context_precision`` (over distinct passages), ``precision_at_k`` (the field's precision@k),
   ``mrr`` (the mean of the per-item ``reciprocal_rank``:
   one metric, two names), ``hit_rate``, ``ndcg_at_k``, and ``all_hops_at_k`` for items
   with GT groups only (a mean over those items; absent when a run has none);
-* judge metrics, one family per registered judge: ``<judge>`` (mean 1–5),
-  ``<judge>_norm`` (mean 0–1), ``<judge>_n`` (items scored),
-  ``judge_errors/<judge>`` (items whose verdict could not be read) and, for runs judged
-  K > 1 times per item (``--judge-samples``), ``judge_sd/<judge>`` (the mean within-item
-  SD of the K verdicts: how much the judge disagrees with itself);
-* ``items``: how many items a scope holds;
-* context figures, about what the agent returned rather than how good it was
-  (logged and shown, never compared or gated): ``retrieval_n`` (items whose
-  reply said what it retrieved: the retrieval means cover these),
-  ``unmapped_share`` (share of retrieved contexts that map to no corpus
-  passage), ``agent_errors`` (items on which the agent reported any error) and
-  ``unanswered`` (items it gave no answer for: not judged, so a judge mean then
-  covers fewer items than the run holds).
-* a paired comparison with another run, logged for display: ``delta/<key>``,
-  ``delta_ci_low/<key>``, ``delta_ci_high/<key>`` (95% interval) and ``delta_p/<key>``;
-* what the LLM work cost, under ``usage/`` (``usage/<agent|judge>/<step>/<figure>``,
-  ``usage/peak_in_flight``): the prefix sorts after every metric name above.
+* judge means (1–5), one per registered judge: ``correctness``, ``groundedness``, …
 
-:func:`display_order` is the order a run logs them in: MLflow's tables show
-metric columns in the order they were first logged, so the headline metrics
-(:data:`HEADLINE`) come first and the accounting last.
+Everything else is **secondary** and sits under a prefix (MLflow's charts
+group keys by their first segment):
+
+* ``norm/<judge>``: a judge's mean normalised 0–1;
+* ``counts/``: ``counts/items`` (items in the scope), ``counts/judged/<judge>``
+  (items the judge scored), ``counts/judge_errors/<judge>`` (verdicts that could
+  not be read), and — about what the agent returned rather than how good it was,
+  never compared or gated — ``counts/retrieval_reported`` (items whose reply said
+  what it retrieved: the retrieval means cover these), ``counts/agent_errors``
+  (items on which the agent reported any error), ``counts/unanswered`` (items it
+  gave no answer for: not judged, so a judge mean then covers fewer items);
+* ``mapping/unmapped_share``: share of retrieved contexts that map to no corpus passage;
+* ``judge_sd/<judge>``, for runs judged K > 1 times per item (``--judge-samples``): the mean
+  within-item SD of the K verdicts (how much the judge disagrees with itself);
+* a paired comparison with another run: ``delta/<key>``, ``delta_ci_low/<key>``,
+  ``delta_ci_high/<key>`` (95% interval) and ``delta_p/<key>``;
+* what the LLM work cost: ``usage/<agent|judge>/<step>/<figure>``, ``usage/peak_in_flight``.
+
+Runs logged before the prefixes (``correctness_norm``, ``correctness_n``,
+``items``, ``retrieval_n``, …) read back under today's names (:func:`current_key`).
+
+:func:`display_order` is the order a run logs them in: MLflow's run page and
+tables list metrics in the order they were first logged, so the primary means
+come first (:data:`HEADLINE` leading, then each one per type) and the
+accounting last. Logged values are rounded for reading (:func:`for_display`).
 
 Nothing outside this module builds or splits these names by hand.
 """
@@ -89,7 +98,13 @@ RETRIEVAL: Registry[Metric] = Registry(
 # Per-item names that are another name for a registered metric.
 ALIASES = {"reciprocal_rank": "mrr"}
 
-RETRIEVAL_N, UNMAPPED_SHARE, AGENT_ERRORS, UNANSWERED = "retrieval_n", "unmapped_share", "agent_errors", "unanswered"
+#: The prefixes of the secondary figures.
+NORM, COUNTS, MAPPING = "norm", "counts", "mapping"
+ITEMS = f"{COUNTS}/items"
+RETRIEVAL_N = f"{COUNTS}/retrieval_reported"
+UNMAPPED_SHARE = f"{MAPPING}/unmapped_share"
+AGENT_ERRORS = f"{COUNTS}/agent_errors"
+UNANSWERED = f"{COUNTS}/unanswered"
 CONTEXT_FIGURES: Registry[Metric] = Registry(
     "context figure",
     {
@@ -120,19 +135,20 @@ UNMAPPED_WARNING = 0.10
 
 
 def judge_metric(judge: str, normalized: bool = False) -> Metric:
-    """``correctness`` (1–5) or ``correctness_norm`` (0–1) for a registered judge."""
+    """``correctness`` (1–5) or ``norm/correctness`` (0–1) for a registered judge."""
     JUDGES.check(judge)
     if normalized:
-        return Metric(f"{judge}_norm", f"{judge}, mean normalised 0-1", judge=judge, normalized=True)
+        return Metric(f"{NORM}/{judge}", f"{judge}, mean normalised 0-1", judge=judge, normalized=True)
     return Metric(judge, f"{judge}, mean judge score 1-5", lower=1.0, upper=5.0, judge=judge)
 
 
 def judge_count(judge: str) -> str:
-    return f"{judge}_n"
+    """``counts/judged/correctness``: the items a judge scored."""
+    return f"{COUNTS}/judged/{judge}"
 
 
 def judge_errors(judge: str) -> str:
-    return f"judge_errors/{judge}"
+    return f"{COUNTS}/judge_errors/{judge}"
 
 
 def judge_spread(judge: str) -> str:
@@ -141,17 +157,42 @@ def judge_spread(judge: str) -> str:
 
 
 def lookup(name: str) -> Metric:
-    """The metric a name stands for: a retrieval metric (or its alias) or a judge mean."""
-    name = ALIASES.get(name, name)
+    """The metric a name stands for: a retrieval metric (or its alias) or a judge mean (1–5 or 0–1;
+    ``groundedness_norm``, the name before the prefixes, still names ``norm/groundedness``)."""
+    name = current_key(ALIASES.get(name, name))
     if name in RETRIEVAL:
         return RETRIEVAL.get(name)
     for judge in JUDGES:
         if name == judge:
             return judge_metric(judge)
-        if name == f"{judge}_norm":
+        if name == judge_metric(judge, normalized=True).name:
             return judge_metric(judge, normalized=True)
-    known = [*RETRIEVAL.names(), *ALIASES, *JUDGES.names(), *(f"{j}_norm" for j in JUDGES)]
+    known = [*RETRIEVAL.names(), *ALIASES, *JUDGES.names(), *(judge_metric(j, True).name for j in JUDGES)]
     raise UnknownNameError(f"unknown metric {name!r}; expected one of: {', '.join(known)}")
+
+
+def current_key(logged: str) -> str:
+    """A key as a run logged it before the secondary figures moved under prefixes, in today's name
+    (``correctness_norm/type_A`` → ``norm/correctness/type_A``, ``items`` → ``counts/items``);
+    today's keys are returned as they are."""
+    name, scope = split_key(logged)
+    if name in _LEGACY:
+        return key(_LEGACY[name], scope)
+    base, sep, judge = name.rpartition("_")
+    if sep and base in JUDGES and judge in ("n", "norm"):
+        return key(judge_count(base) if judge == "n" else judge_metric(base, normalized=True).name, scope)
+    if name.startswith("judge_errors/") and name.removeprefix("judge_errors/") in JUDGES:
+        return key(judge_errors(name.removeprefix("judge_errors/")), scope)
+    return logged
+
+
+_LEGACY = {
+    "items": ITEMS,
+    "retrieval_n": RETRIEVAL_N,
+    "unmapped_share": UNMAPPED_SHARE,
+    "agent_errors": AGENT_ERRORS,
+    "unanswered": UNANSWERED,
+}
 
 
 def key(name: str, scope: str = ALL) -> str:
@@ -220,9 +261,14 @@ def comparison_key(figure: str, name: str, scope: str = ALL) -> str:
     return f"{figure}/{key(name, scope)}"
 
 
-def for_display(value: float, digits: int = 4) -> float:
-    """``value`` to ``digits`` significant digits: for figures logged to be read, never to decide on."""
-    return float(f"{value:.{digits}g}")
+def for_display(value: float) -> float:
+    """``value`` as a run logs it, to be read: three decimals (2.5208333 → 2.521), or three significant
+    digits below 0.001 (a p-value, a cost), which three decimals would turn into 0. Decisions pair the
+    items' own scores, never these."""
+    value = float(value)
+    if not math.isfinite(value) or value == 0 or abs(value) >= 0.001:
+        return round(value, 3) if math.isfinite(value) else value
+    return float(f"{value:.3g}")
 
 
 def usage_key(who: str, step: str, figure: str) -> str:
@@ -233,28 +279,28 @@ def usage_key(who: str, step: str, figure: str) -> str:
 def display_order(keys: Iterable[str]) -> list[str]:
     """Logged keys in reading order.
 
-    Headline and other all-items means, the comparison figures, the 0–1 forms,
-    the counts (items scored, judge errors), then every per-type key grouped by
-    type, and the LLM accounting last.
+    The primary means over all items (headline first), then each of them per type
+    (grouped by metric), the comparison figures, the 0–1 forms, the counts, and the
+    LLM accounting last.
     """
     names = [*HEADLINE, *(n for n in comparable_metrics() if n not in HEADLINE)]
 
     def position(name: str) -> int:
-        base = name.removeprefix("judge_errors/").removesuffix("_norm").removesuffix("_n")
+        base = name.rpartition("/")[2]  # norm/correctness, counts/judged/correctness → correctness
         return names.index(base) if base in names else len(names)
 
     def rank(logged: str) -> tuple:
         if logged.startswith(f"{USAGE}/"):
-            return (5, "", 0, logged)
+            return (6, 0, "", logged)
         figure, sep, rest = logged.partition("/")
         if sep and figure in COMPARISON_FIGURES:
             name, scope = split_key(rest)
-            return (1, "" if scope == ALL else scope, position(name), str(COMPARISON_FIGURES.index(figure)))
+            return (2, position(name), "" if scope == ALL else scope, str(COMPARISON_FIGURES.index(figure)))
         name, scope = split_key(logged)
-        if scope != ALL:
-            return (4, scope, position(name), name)
-        group = 0 if name in names else 2 if name.endswith("_norm") else 3
-        return (group, "", position(name), name)
+        if name in names:
+            return (0 if scope == ALL else 1, position(name), "" if scope == ALL else scope, name)
+        group = 3 if name.startswith(f"{NORM}/") else 4 if name == ITEMS else 5
+        return (group, position(name), "" if scope == ALL else scope, name)
 
     return sorted(keys, key=rank)
 

@@ -153,13 +153,13 @@ class Standing:
 
 def partial_means(run: RunSummary) -> list[str]:
     """The rule's judges whose mean covers fewer than all of the run's items."""
-    items = run.metrics.get("items", 0)
+    items = run.metrics.get(m.ITEMS, 0)
     return [j for j in (CRITERION, GUARD) if run.metrics.get(m.judge_count(j), items) < items]
 
 
 def _why_partial(run: RunSummary) -> str:
     unanswered = int(run.metrics.get(m.UNANSWERED, 0))
-    unreported = int(run.metrics.get("items", 0) - run.metrics.get(m.RETRIEVAL_N, run.metrics.get("items", 0)))
+    unreported = int(run.metrics.get(m.ITEMS, 0) - run.metrics.get(m.RETRIEVAL_N, run.metrics.get(m.ITEMS, 0)))
     if unanswered:
         return f"{unanswered} question{'s' if unanswered != 1 else ''} got no answer"
     if unreported:  # groundedness reads the contexts: a reply that did not report them is not judged on it
@@ -174,7 +174,7 @@ def decide(
     paired: Mapping[str, PairedDifference] | None = None,
 ) -> Decision:
     """Apply ``rule``; ``paired`` holds the all-items paired differences champion → challenger."""
-    shown = {"correctness", "groundedness", "correctness_n", "groundedness_n", "context_recall", "items"}
+    shown = {CRITERION, GUARD, m.judge_count(CRITERION), m.judge_count(GUARD), "context_recall", m.ITEMS}
     decision = Decision(
         version=challenger.version,
         run_id=challenger.run_id,
@@ -221,7 +221,7 @@ def decide(
 
     incumbent = champion.run
     if incumbent is None:
-        items = int(challenger.metrics.get("items", 0))
+        items = int(challenger.metrics.get(m.ITEMS, 0))
         # Under one name, "ragtrack eval --version X" here would evaluate this checkout's spec, not the champion's.
         spec = (
             f"a checkout of the champion's spec (model version {champion.model_version})"

@@ -18,7 +18,7 @@ from ragtrack.tracking.store import Store, Tag
 def per_type_plot(
     runs: list[RunSummary],
     path: Path,
-    metrics: tuple[str, ...] = ("correctness_norm", "groundedness_norm", "context_recall", "mrr"),
+    metrics: tuple[str, ...] = ("norm/correctness", "norm/groundedness", "context_recall", "mrr"),
 ) -> None:
     """Bars per question type (and over all items) for one run or two side by side, one panel per metric.
 
@@ -27,7 +27,7 @@ def per_type_plot(
     """
     from matplotlib.figure import Figure
 
-    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in runs[-1].metrics]
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key(m.ITEMS, t) in runs[-1].metrics]
     width = 0.8 / len(runs)
     fig = Figure(figsize=(4 * len(metrics), 3.4))
     axes = fig.subplots(1, len(metrics), sharey=True)
@@ -43,13 +43,13 @@ def per_type_plot(
     fig.savefig(path, dpi=110)
 
 
-def comparison_metrics(rows: Iterable[MetricRow], rounded: bool = False) -> dict[str, float]:
+def comparison_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:
     """``delta/<key>``, ``delta_ci_low/<key>``, ``delta_ci_high/<key>``, ``delta_p/<key>`` of each row."""
     out: dict[str, float] = {}
     for r in rows:
         d = r.diff
         for figure, value in zip(m.COMPARISON_FIGURES, (d.delta, d.ci_low, d.ci_high, d.p_value), strict=True):
-            out[m.comparison_key(figure, r.metric, r.scope)] = m.for_display(value) if rounded else value
+            out[m.comparison_key(figure, r.metric, r.scope)] = value
     return out
 
 

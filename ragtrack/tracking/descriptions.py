@@ -96,7 +96,7 @@ def headline(run: RunSummary) -> str:
     """``**v5**: correctness 2.60, groundedness 5.00 (judges 1–5), context recall 0.627, MRR 0.697``."""
     metrics = run.metrics
     parts = [f"{_label(n)} {_value(n, metrics.get(n))}" for n in m.CORE]
-    items = int(metrics.get("items", 0))
+    items = int(metrics.get(m.ITEMS, 0))
     judged = metrics.get(m.judge_count(CRITERION))
     # A mean over fewer items than the run holds says so here too (the first line a PR comment shows).
     fewer = f" ({int(judged)} judged)" if judged is not None and judged < items else ""
@@ -105,8 +105,8 @@ def headline(run: RunSummary) -> str:
 
 def scores(metrics: dict[str, float]) -> str:
     """Every registered metric overall and per question type, with the item count of each scope."""
-    scopes = [m.ALL] + [t for t in m.TYPES if m.key("items", t) in metrics]
-    header = ["metric"] + [f"{_scope(s)} ({int(metrics.get(m.key('items', s), 0))})" for s in scopes]
+    scopes = [m.ALL] + [t for t in m.TYPES if m.key(m.ITEMS, t) in metrics]
+    header = ["metric"] + [f"{_scope(s)} ({int(metrics.get(m.key(m.ITEMS, s), 0))})" for s in scopes]
     names = [*m.HEADLINE, *(n for n in m.comparable_metrics() if n not in m.HEADLINE)]
     rows = []
     for name in names:
@@ -116,7 +116,7 @@ def scores(metrics: dict[str, float]) -> str:
         for s in scopes:
             cell = _value(name, metrics.get(m.key(name, s)))
             count = m.judge_count(name) if name in JUDGES else m.RETRIEVAL_N if name in m.RETRIEVAL else None
-            scored, total = metrics.get(m.key(count, s)) if count else None, metrics.get(m.key("items", s))
+            scored, total = metrics.get(m.key(count, s)) if count else None, metrics.get(m.key(m.ITEMS, s))
             if scored is not None and total and scored < total:
                 cell += f" (n={int(scored)})"
             cells.append(f"**{cell}**" if s == m.ALL and name == CRITERION else cell)

@@ -119,7 +119,8 @@ def record_eval(
     run = replace(store.run_summary(run_id), metrics=metrics)
     complete = len(records) == int(params.get("golden_items", len(records)))
     standing = standings.standing(store, run, rule or Rule(), records) if complete and records else None
-    shown = {**metrics, **standings.deltas(standing)}
+    # The description reads the figures as the run logs them (three decimals), as it does when re-written.
+    shown = {k: m.for_display(v) for k, v in {**metrics, **standings.deltas(standing)}.items()}
     store.log_metrics(run_id, {k: shown[k] for k in m.display_order(shown)}, model_id)
     log_items(store, run_id, records, table=complete)
     store.log_text(run_id, "diagnosis.md", diagnosis)

@@ -75,7 +75,7 @@ def standing(
 def deltas(standing: Standing | None) -> dict[str, float]:
     """The comparison with the champion an eval run logs: ``delta/*`` figures of the core metrics, all items."""
     rows = [r for r in standing.rows if r.scope == m.ALL and r.metric in m.CORE] if standing else []
-    return comparison_metrics(rows, rounded=True)
+    return {k: m.for_display(v) for k, v in comparison_metrics(rows).items()}
 
 
 def describe_eval(

@@ -36,6 +36,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary
 from ragtrack.secrets import redact, redact_values, without_credentials
@@ -341,13 +342,16 @@ class Store:
     def log_metrics(self, run_id: str, metrics: dict[str, float], model_id: str | None = None) -> None:
         """One batched write (per-metric calls are ~50× slower on SQLite), in the dict's order; linked to the model.
 
-        MLflow's run tables show metric columns in the order they were first logged. Idempotent: a
-        value the run already holds is not logged again, so a resumed run whose first attempt died
-        while logging does not grow a second history point per metric.
+        MLflow's run page and tables list metrics in the order they were first logged, and show a value
+        as it was logged: each is rounded for reading (:func:`~ragtrack.evaluation.metrics.for_display`;
+        decisions pair the items' own scores). Idempotent: a value the run already holds is not logged
+        again, so a resumed run whose first attempt died while logging does not grow a second history
+        point per metric.
         """
         held = self.client.get_run(run_id).data.metrics
         now = int(time.time() * 1000)
-        rows = [Metric(k, float(v), now, 0, model_id=model_id) for k, v in metrics.items() if held.get(k) != float(v)]
+        shown = {k: m.for_display(v) for k, v in metrics.items()}
+        rows = [Metric(k, v, now, 0, model_id=model_id) for k, v in shown.items() if held.get(k) != v]
         for i in range(0, len(rows), 1000):
             self.client.log_batch(run_id, metrics=rows[i : i + 1000])
 
@@ -713,7 +717,7 @@ def _summary(run) -> RunSummary:
         rank_cutoff=params.get(Param.RANK_CUTOFF, ""),
         substituted=tags.get(Tag.SUBSTITUTED) == "true",
         model_version=tags.get(Tag.MODEL_VERSION, ""),
-        metrics=dict(run.data.metrics),
+        metrics={m.current_key(k): v for k, v in run.data.metrics.items()},
         started=run.info.start_time,
         compared_to=tags.get(Tag.COMPARED_TO, ""),
         cautions=tuple(tags[k] for k in sorted(tags) if k.startswith(Tag.WARNING_PREFIX)),
