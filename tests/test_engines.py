@@ -99,7 +99,7 @@ def test_spark_gives_the_local_engines_records_on_an_imported_benchmark(tmp_path
         '[spark]\nmaster = "local[2]"\n'  # the config's master, as a project would set it
     )
     local = evaluate("v1", root=root)
-    assert local.metrics["all_hops_at_k"] >= 0 and local.metrics["items/type_D"] > 0
+    assert local.metrics["all_hops_at_k"] >= 0 and local.metrics[m.key(m.ITEMS, "D")] > 0
     assert_same_eval(root, local, evaluate("v1", root=root, engine="spark"))
 
 

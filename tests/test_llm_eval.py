@@ -58,7 +58,7 @@ def test_a_warm_rerun_of_steps_that_needed_their_repair_round_makes_no_call(proj
 
     endpoint.reply = reply
     report = evaluate("v1", root=project, llm="openai:fake-model", judge="openai:fake-model")
-    assert report.complete and report.metrics["correctness_n"] == 5 and report.metrics["correctness"] == 4.0
+    assert report.complete and report.metrics["counts/judged/correctness"] == 5 and report.metrics["correctness"] == 4.0
     asked = [r["messages"] for r in endpoint.log.requests]
     firsts = [json.dumps(m) for m in asked if not repairing(m)]
     repairs = [json.dumps(m[:-2]) for m in asked if repairing(m)]  # the request it repairs, and its reply

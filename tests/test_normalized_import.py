@@ -82,8 +82,8 @@ def test_the_metrics_table_shows_all_hops_only_when_a_run_has_groups():
         console.print(report.metrics_table(metrics, "t"))
         return console.export_text()
 
-    assert "all_hops_at_k" not in text({"context_recall": 1.0, "items": 1.0})
-    assert "all_hops_at_k" in text({"context_recall": 1.0, "all_hops_at_k": 0.5, "items": 2.0})
+    assert "all_hops_at_k" not in text({"context_recall": 1.0, m.ITEMS: 1.0})
+    assert "all_hops_at_k" in text({"context_recall": 1.0, "all_hops_at_k": 0.5, m.ITEMS: 2.0})
 
 
 # ---------------------------------------------------------------- import

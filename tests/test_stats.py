@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.multiplicity import holm
 from ragtrack.evaluation.power import multiplier, power_of
 from ragtrack.evaluation.ppi import ppi_mean
@@ -197,7 +198,7 @@ def test_the_interval_gate_and_the_mde_warning():
     from ragtrack.records import RunSummary
 
     def summary(version):
-        return RunSummary(version, version, "g", "j", "0.5", False, version, {"items": 40.0})
+        return RunSummary(version, version, "g", "j", "0.5", False, version, {m.ITEMS: 40.0})
 
     champion = Champion("1", "v1", summary("v1"))
     small_gain = PairedDifference(40, 3.0, 3.1, 0.1, -0.05, 0.25, 0.2, clusters=20, se=0.075)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.multiplicity import holm
 from ragtrack.evaluation.ppi import ppi_mean
 from ragtrack.evaluation.promotion import Champion, Rule, decide
@@ -169,7 +170,7 @@ def family_false_positives(runs: int, seed: int = 0, items: int = 48, documents:
 
 
 def _summary(version: str, run_id: str) -> RunSummary:
-    return RunSummary(run_id, version, "g", "judge", "0.5", False, run_id, {"items": 48.0})
+    return RunSummary(run_id, version, "g", "judge", "0.5", False, run_id, {m.ITEMS: 48.0})
 
 
 def gate_promotions(runs: int, require_interval: bool, seed: int = 0, resamples: int = 2_000) -> int:
