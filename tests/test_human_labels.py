@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ragtrack.errors import InputError
+from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.human_labels import delta_figures, load_labels, match, version_figures
 from ragtrack.records import ItemRecord, JudgeRecord
 
@@ -222,7 +223,7 @@ def test_compare_v1_v5_on_the_shipped_project_shows_the_paired_prediction_powere
     assert set(output("ppi")) <= set(printed.splitlines())
     assert all(command in walkthrough("session") for command in walkthrough("ppi").splitlines())
     logged = MlflowClient(v1.tracking_uri).get_run(compared["run_id"])
-    assert logged.data.metrics["ppi_delta/correctness"] == pytest.approx(figures["correctness"]["ppi"])
+    assert logged.data.metrics["ppi_delta/correctness"] == m.for_display(figures["correctness"]["ppi"])
     assert "**Prediction-powered Δ**" in logged.data.tags["mlflow.note.content"]
     contexts = [{t.key: t.value for t in d.tags}["mlflow.data.context"] for d in logged.inputs.dataset_inputs]
     assert contexts == ["human_labels"]

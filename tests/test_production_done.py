@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from ragtrack.cli import main
 from ragtrack.config import load_config
+from ragtrack.evaluation.metrics import for_display
 from ragtrack.testing.dify_server import DifyServer
 from ragtrack.testing.dify_traces import write_dify_traces
 from ragtrack.testing.ragflow_server import RagflowServer
@@ -72,7 +73,7 @@ def check_monitor(project: Path, seen: dict[str, PlannedMessage]) -> list:
     for key, mine in windows.items():
         dislikes = sum(m.rating == "dislike" for m in mine)
         assert (logged[key]["messages"], logged[key]["dislikes"]) == (len(mine), dislikes), key
-        assert logged[key]["dislike_rate"] == dislikes / len(mine), key
+        assert logged[key]["dislike_rate"] == for_display(dislikes / len(mine)), key
     return runs
 
 
