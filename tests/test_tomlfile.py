@@ -66,7 +66,7 @@ def _config_problems(tmp_path, text):
 def test_config_errors_name_file_line_key_and_the_key_meant(tmp_path):
     text = '[project]\nname = "x"\n\n[eval]\ntimeout_s = "slow"\njudeg = "offline"\n\n[profiles.ds]\nmodel = "m"\n'
     assert _config_problems(tmp_path, text) == [
-        ":2: project.name: unknown key (known: cache_dir, corpus, experiment, golden, pipelines, "
+        ":2: project.name: unknown key (known: cache_dir, corpus, experiment, golden, human_labels, pipelines, "
         "registered_model, tracking_uri)",
         ":5: eval.timeout_s: Input should be a valid number, unable to parse string as a number",
         ":6: eval.judeg: unknown key (did you mean 'judge'?)",
