@@ -200,3 +200,16 @@ class RunSummary:
     limited: str = ""  # a --limit cut of the golden set: "4 of 16" (items)
     stale_gt: bool = False  # --allow-stale scored items against GT passages the corpus changed
     rank_cutoff: str = ""  # k of nDCG and all-hops: the agent's top_k, or "contexts" (each answer's count)
+    substitutions: str = ""  # the models used instead of the spec's (:func:`substitutions`), "" when none
+    standing: str = ""  # the champion model version its description was last written against ("none": no champion)
+
+
+def substitutions(params: dict[str, str]) -> str:
+    """``rerank_model `BAAI/bge-reranker-base` → `none``` for every model an eval run used instead of the
+    one its spec requested (from the run's ``<stage>_model`` and ``<stage>_model_requested`` params)."""
+    swaps = []
+    for key, requested in sorted(params.items()):
+        name = key.removesuffix("_requested")
+        if name != key and params.get(name, requested) != requested:
+            swaps.append(f"{name} `{requested}` → `{params[name]}`")
+    return ", ".join(swaps)

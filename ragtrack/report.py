@@ -309,7 +309,7 @@ def decision_lines(d: Decision) -> list[str]:
         mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
         lines.append(f"gate {gate.metric} >= {gate.minimum:g}: {fmt(gate.value)} {mark}")
     colour = "green" if d.accepted else "red"
-    lines.append(f"[bold {colour}]{d.summary()}[/]")
+    lines.append(f"[bold {colour}]{escape(d.summary())}[/]")  # "[overrides: …]" is not markup
     lines += [f"[yellow]warning: {escape(w)}[/]" for w in d.warnings]
     lines.append(f"decision recorded in run {d.decision_run_id}")
     return lines

@@ -261,7 +261,9 @@ def test_promote_exit_status_is_0_when_promoted_and_1_when_refused(evaluated):
 
     store = open_store(load_config(evaluated))
     tags = store.client.get_model_version(store.registered_model, "1").tags
-    assert tags[Tag.DECISION].startswith("promoted: no champion yet"), "the decision that made it champion stays"
+    assert tags[Tag.DECISION] == "promoted", "the decision that made it champion stays"
+    decided = store.client.get_run(tags[Tag.DECISION_RUN]).data  # its reasons are on the decision run
+    assert decided.params["summary"].startswith("v1 promoted: no champion yet") and decided.tags[Tag.VERSION] == "v1"
     assert "★" in run("--root", str(evaluated), "versions").output
 
 

@@ -13,7 +13,7 @@ from ragtrack.evaluation.compare import ItemChange, MetricRow
 from ragtrack.evaluation.promotion import Champion, Rule, Standing, decide
 from ragtrack.evaluation.stats import PairedDifference
 from ragtrack.llm.accounting import Usage
-from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary, StageRecord
+from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary, StageRecord, substitutions
 from ragtrack.registry import UnknownNameError
 from ragtrack.tracking import descriptions as d
 from ragtrack.tracking.traces import retrieval_rationale
@@ -241,7 +241,7 @@ def test_a_comparison_of_runs_on_different_inputs_names_each_sides():
 def test_substitutions_list_each_model_used_instead_of_the_one_requested():
     params = {"rerank_model_requested": "BAAI/bge-reranker-base", "rerank_model": "none", "embedding_model": "x"}
     params["embedding_model_requested"] = "x"
-    assert d.substitutions(params) == "rerank_model `BAAI/bge-reranker-base` → `none`"
+    assert substitutions(params) == "rerank_model `BAAI/bge-reranker-base` → `none`"
 
 
 def standing(challenger: RunSummary, champion: RunSummary, rows: list[MetricRow]) -> Standing:

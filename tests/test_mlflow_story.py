@@ -186,12 +186,10 @@ def test_the_eval_run_describes_itself_against_the_champion_with_the_figures_com
     assert run.data.tags[Tag.COMPARED_TO] == v1.model_version and run.data.tags[Tag.COMPARED_RUN] == v1.run_id
     assert m.comparison_key("delta", "context_precision") not in metrics  # deltas for the core metrics only
 
+    # v1's eval was recorded with no champion ("would promote it"); once promoted, its page says so.
     first_run = store.client.get_run(v1.run_id).data.tags[Tag.NOTE]
-    assert first_run.splitlines()[1] == (
-        "`ragtrack promote v1` would promote it: no champion yet: the first evaluated version that passes its "
-        "gates becomes it."
-    )
-    assert first_run.count("would promote") == 1, "said once (the champion block repeated the first line)"
+    assert first_run.splitlines()[1] == "This model version is the champion (v1)."
+    assert first_run.count("is the champion") == 1 and "would promote" not in first_run
 
 
 def test_an_eval_recorded_before_there_was_a_champion_is_compared_once_one_is_promoted(story):

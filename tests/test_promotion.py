@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from ragtrack.corpus import load_corpus
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.compare import compare_records, overall
-from ragtrack.evaluation.promotion import ALIAS, Champion, Rule, decide
+from ragtrack.evaluation.promotion import ALIAS, Champion, Rule, decide, overrides
 from ragtrack.evaluation.stats import compare_paired, paired_bootstrap_ci, paired_permutation_p
 from ragtrack.golden import load_golden
 from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary
@@ -177,6 +178,32 @@ def test_substituted_models_and_partial_means_refuse_unless_allowed():
     d = rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE])  # one judge error: mean over 7 of 8
     assert not d.promoted and "fewer than all items (judge errors)" in d.reasons[0]
     assert rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE], Rule(allow_partial=True)).promoted
+
+
+def test_a_decision_names_each_override_that_applied_and_what_it_waived():
+    d = rule_decides([[5] * 8], [BASE], Rule(allow_substitutes=True, margin=-0.1, tolerance=0.5), substituted=True)
+    assert d.promoted and d.overrides == [
+        "--allow-substitutes: v2's eval used substituted models",
+        "--margin -0.1: correctness must beat the champion by -0.1, not 0",
+        "--tolerance 0.5: groundedness may drop by 0.5, not 0",
+    ]
+    assert d.flags == "--allow-substitutes --margin -0.1 --tolerance 0.5"
+    assert d.summary().startswith(
+        "v2 promoted over v1 (model version 1) [overrides: --allow-substitutes: v2's eval used substituted models; "
+    )
+    # A flag with nothing to allow waived nothing: it is not an override of this decision.
+    plain = rule_decides([[5] * 8], [BASE], Rule(allow_substitutes=True, allow_partial=True))
+    assert plain.overrides == [] and plain.flags == "" and "[overrides" not in plain.summary()
+    partial = rule_decides([[5, 5, 5, 5, 5, 5, 5, None]], [BASE], Rule(allow_partial=True), limited="8 of 9")
+    assert partial.overrides == [
+        "--allow-partial: v2's correctness mean covers fewer than all items",
+        "--allow-partial: v2's eval answered 8 of 9 golden items (--limit)",
+    ]
+    assert partial.flags == "--allow-partial"
+    swapped = replace(summary("v2", records([5] * 8), substituted=True), substitutions="rerank_model `x` → `none`")
+    assert overrides(swapped, None, Rule(allow_substitutes=True)) == [
+        "--allow-substitutes: v2's eval used substituted models (rerank_model `x` → `none`)"
+    ]
 
 
 def test_a_run_whose_agent_gave_no_answer_to_some_questions_is_not_promoted_on_the_others():

@@ -173,7 +173,7 @@ def compare(
     clusters = describe(clustering, {i: cluster_of[i] for i in paired})
     report = ComparisonReport(a, b, rows, changes, "", warnings, clustering, clusters, power, ppi)
     if log:
-        report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings, ppi)
+        report.run_id = log_comparison(store, a, b, rows, changes, report.text(), warnings, ppi, (records_a, records_b))
     return report
 
 

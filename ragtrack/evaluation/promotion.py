@@ -116,6 +116,14 @@ class Decision:
     notes: list[str] = field(default_factory=list)
     # What a reader must know about a decision the rule allows: a gain below the set's detectable Δ.
     warnings: list[str] = field(default_factory=list)
+    # The options that changed the spec's rule for this decision, each with what it waived
+    # ("--allow-substitutes: v5's eval used substituted models (…)"); [] when the default rule decided.
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def flags(self) -> str:
+        """The overriding options alone, as typed (``--allow-substitutes --margin -0.1``); "" when none."""
+        return " ".join(dict.fromkeys(o.split(":", 1)[0] for o in self.overrides))
 
     @property
     def accepted(self) -> bool:
@@ -138,7 +146,8 @@ class Decision:
         against = f" over {self.champion} (model version {self.champion_model_version})" if self.champion else ""
         # "v1 refused over v1" says nothing: the challenger is another model version of the champion's name
         mine = f" (model version {self.model_version})" if self.champion == self.version else ""
-        return f"{self.version}{mine} {self.verb}{against}: " + "; ".join(self.reasons)
+        waived = f" [overrides: {'; '.join(self.overrides)}]" if self.overrides else ""
+        return f"{self.version}{mine} {self.verb}{against}{waived}: " + "; ".join(self.reasons)
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,31 @@ def _why_partial(run: RunSummary) -> str:
     return "judge errors"
 
 
+def overrides(challenger: RunSummary, incumbent: RunSummary | None, rule: Rule) -> list[str]:
+    """Each option of ``rule`` that departs from the spec's rule and applies to these runs, with what it
+    waived: an ``--allow-*`` flag only when there was something to allow, a margin or tolerance not 0."""
+    out = []
+    if rule.allow_substitutes:
+        runs = [(f"{challenger.version}'s", challenger), ("the champion's", incumbent)]
+        for whose, run in runs:
+            if run is not None and run.substituted:
+                swaps = f" ({run.substitutions})" if run.substitutions else ""
+                out.append(f"--allow-substitutes: {whose} eval used substituted models{swaps}")
+    if rule.allow_partial:
+        for whose, run in [(f"{challenger.version}'s", challenger), ("the champion's", incumbent)]:
+            if run is None:
+                continue
+            if partial := partial_means(run):
+                out.append(f"--allow-partial: {whose} {', '.join(partial)} mean covers fewer than all items")
+            if run.limited:
+                out.append(f"--allow-partial: {whose} eval answered {run.limited} golden items (--limit)")
+    if rule.margin:
+        out.append(f"--margin {rule.margin:g}: correctness must beat the champion by {rule.margin:g}, not 0")
+    if rule.tolerance:
+        out.append(f"--tolerance {rule.tolerance:g}: groundedness may drop by {rule.tolerance:g}, not 0")
+    return out
+
+
 def decide(
     challenger: RunSummary,
     champion: Champion | None,
@@ -193,6 +227,7 @@ def decide(
         decision.already_champion = True
         decision.reasons.append("nothing to decide; the alias stays where it is")
         return decision
+    decision.overrides = overrides(challenger, champion.run if champion else None, rule)
     if challenger.substituted and not rule.allow_substitutes:
         refuse(
             f"{challenger.version}'s eval used substituted models (see rerank_model / embedding_model params); "

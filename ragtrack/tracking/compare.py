@@ -1,18 +1,20 @@
-"""Logging a comparison of two eval runs: the table, the items that moved, a per-type plot."""
+"""Logging a comparison of two eval runs: the table, the items that moved (a regressions table), a per-type plot."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow
 from ragtrack.evaluation.human_labels import DELTA, PPIReport
-from ragtrack.records import RunSummary
+from ragtrack.evaluation.judges import JUDGES
+from ragtrack.records import ItemRecord, RunSummary
 from ragtrack.tracking import descriptions
 from ragtrack.tracking.datasets import log_human_labels
 from ragtrack.tracking.store import Store, Tag
+from ragtrack.tracking.traces import item_traces, retrieval_rationale
 
 
 def per_type_plot(
@@ -43,6 +45,64 @@ def per_type_plot(
     fig.savefig(path, dpi=110)
 
 
+#: The table artifact of the items whose scores moved between two versions (compare runs, and eval
+#: runs compared with the champion).
+REGRESSIONS_TABLE = "regressions.json"
+#: What it lists: every judge, with its reason, and context recall, with the GT passages found.
+REGRESSION_METRICS = (*JUDGES.names(), "context_recall")
+
+
+def regressions(
+    a: str,
+    b: str,
+    records: tuple[list[ItemRecord], list[ItemRecord]],
+    changes: Iterable[ItemChange],
+    traces: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
+) -> dict[str, list]:
+    """The items whose score moved from version ``a`` to ``b``, largest drop first (gains last): per item
+    and metric both scores and both reasons side by side, columns labelled by version, and the two
+    traces' routes in the UI (``traces``: item ID → route, per side)."""
+    by_id = [{r.id: r for r in side} for side in records]
+    rows = sorted((c for c in changes if c.metric in REGRESSION_METRICS), key=lambda c: (c.delta, c.id, c.metric))
+    names = ("item", "metric", "Δ", f"{a} score", f"{b} score", f"{a} reason", f"{b} reason", "type")
+    table: dict[str, list] = {name: [] for name in (*names, f"{a} trace", f"{b} trace", "question")}
+    for c in rows:
+        reasons = [_reason(side[c.id], c.metric) if c.id in side else "" for side in by_id]
+        routes = [route.get(c.id, "") for route in traces]
+        values = (c.id, c.metric, round(c.delta, 3), c.a, c.b, *reasons, c.type, *routes, c.question)
+        for name, value in zip(table, values, strict=True):
+            table[name].append(value)
+    return table
+
+
+def _reason(record: ItemRecord, metric: str) -> str:
+    if metric in record.judges:
+        verdict = record.judges[metric]
+        return verdict.reason or (f"ERROR: {verdict.error}" if verdict.error else "")
+    return retrieval_rationale(record)
+
+
+def log_regressions(
+    store: Store,
+    run_id: str,
+    a: RunSummary,
+    b: RunSummary,
+    records: tuple[list[ItemRecord], list[ItemRecord]],
+    changes: Iterable[ItemChange],
+) -> dict[str, list]:
+    """:func:`regressions` of ``a`` → ``b`` as ``run_id``'s :data:`REGRESSIONS_TABLE` (replacing an earlier one)."""
+    links = descriptions.Links(store.registered_model, store.experiment_id)
+    traces = tuple(
+        {item: links.trace(found[0].trace_id) for item, found in item_traces(store, run.run_id).items()}
+        for run in (a, b)
+    )
+    same = a.version == b.version  # an edited spec against the champion of its name: label by model version
+    labels = (f"{a.version}@{a.model_version}", f"{b.version}@{b.model_version}") if same else (a.version, b.version)
+    table = regressions(*labels, records, changes, traces)
+    store.write_table(run_id, REGRESSIONS_TABLE, table)
+    return table
+
+
 def comparison_metrics(rows: Iterable[MetricRow]) -> dict[str, float]:
     """``delta/<key>``, ``delta_ci_low/<key>``, ``delta_ci_high/<key>``, ``delta_p/<key>`` of each row."""
     out: dict[str, float] = {}
@@ -62,6 +122,7 @@ def log_comparison(
     text: str,
     cautions: list[str],
     ppi: PPIReport | None = None,
+    records: tuple[list[ItemRecord], list[ItemRecord]] = ([], []),
 ) -> str:
     """A ``compare`` run holding the table, the item changes, the cautions and the per-type plot, and
     with human labels their prediction-powered Δ (``ppi_delta/*`` metrics) and the label file as a dataset.
@@ -92,7 +153,12 @@ def log_comparison(
     store.log_metrics(run_id, {k: metrics[k] for k in m.display_order(metrics)})
     if ppi is not None and ppi.used:
         log_human_labels(store, run_id, ppi)
-    store.describe_run(run_id, descriptions.comparison(a, b, rows, changes, cautions, ppi))
+    table = log_regressions(store, run_id, a, b, records, changes)
+    links = descriptions.Links(store.registered_model)
+    route = links.artifact(store.decisions_experiment_id, run_id, REGRESSIONS_TABLE)
+    store.describe_run(
+        run_id, descriptions.comparison(a, b, rows, changes, cautions, ppi, descriptions.regressions_line(table, route))
+    )
     store.log_json(
         run_id,
         "comparison.json",

@@ -25,7 +25,7 @@ from ragtrack.evaluation.human_labels import PPIReport, logged_means
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
 from ragtrack.evaluation.stats import p_text
-from ragtrack.records import RunSummary
+from ragtrack.records import RunSummary, substitutions
 
 #: Metrics whose paired difference is shown per question type too (the rest: all items only).
 PER_TYPE_DELTAS = (CRITERION, "context_recall")
@@ -51,12 +51,20 @@ def outside_ui(markdown: str, address: str | None) -> str:
 
 @dataclass(frozen=True)
 class Links:
-    """Links to a run and to a version of the registered model, as routes of the MLflow UI."""
+    """Links to a run, a run's artifact, a trace and a version of the registered model, as routes of
+    the MLflow UI (``experiment_id``: the eval experiment, where the traces are)."""
 
     registered_model: str
+    experiment_id: str = ""
 
     def run(self, run_id: str) -> str:
         return run_link(run_id)
+
+    def artifact(self, experiment_id: str, run_id: str, path: str) -> str:
+        return f"#/experiments/{experiment_id}/runs/{run_id}/artifacts/{path}"
+
+    def trace(self, trace_id: str) -> str:
+        return f"#/experiments/{self.experiment_id}/traces/{trace_id}"
 
     def model_version(self, model_version: str) -> str:
         return f"#/models/{self.registered_model}/versions/{model_version}"
@@ -155,6 +163,30 @@ def moved(changes: Sequence[ItemChange], limit: int = 8) -> str:
     return ", ".join(f"{c.id} ({c.a:g} → {c.b:g})" for c in top)
 
 
+def regressions_line(table: dict[str, list], route: str, limit: int = 3) -> str:
+    """One paragraph: where the regressions table is, how many item scores dropped, and the worst
+    ``limit`` with links to both traces ("" when nothing moved). ``table``: from
+    :func:`ragtrack.tracking.compare.regressions`; ``route``: the table's page."""
+    if not table["Δ"]:
+        return ""
+    drops = [i for i, delta in enumerate(table["Δ"]) if delta < 0]
+    gains = len(table["Δ"]) - len(drops)
+    a, b = (name.removesuffix(" score") for name in list(table)[3:5])
+    worst = []
+    for i in drops[:limit]:
+        links = [f"[{side} trace]({table[f'{side} trace'][i]})" for side in (a, b) if table[f"{side} trace"][i]]
+        worst.append(
+            f"{table['item'][i]} {table['metric'][i]} {table[f'{a} score'][i]:g} → {table[f'{b} score'][i]:g}"
+            + (f" ({', '.join(links)})" if links else "")
+        )
+    return (
+        f"**Regressions**: [{len(drops)} item scores dropped, {gains} rose]({route}) from {a} to {b}, both "
+        "versions' scores and reasons side by side in `regressions.json`"
+        + (f"; worst: {'; '.join(worst)}" if worst else "")
+        + "."
+    )
+
+
 def verdict(d: Decision) -> str:
     """What ``ragtrack promote`` would decide, and why."""
     if d.already_champion:
@@ -173,16 +205,6 @@ def gates(d: Decision) -> str:
     )
 
 
-def substitutions(params: dict[str, str]) -> str:
-    """``rerank_model `BAAI/bge-reranker-base` → `none``` for every model used instead of the one requested."""
-    swaps = []
-    for key, requested in sorted(params.items()):
-        name = key.removesuffix("_requested")
-        if name != key and params.get(name, requested) != requested:
-            swaps.append(f"{name} `{requested}` → `{params[name]}`")
-    return ", ".join(swaps)
-
-
 def eval_run(
     run: RunSummary,
     params: dict[str, str],
@@ -191,9 +213,11 @@ def eval_run(
     standing: Standing | None,
     links: Links,
     errors: Sequence[str] = (),
+    regressions: str = "",
 ) -> str:
-    """An eval run's description: verdict first, then identity, scores, the champion comparison, errors
-    (``report.error_lines``: the terminal's summary), diagnosis."""
+    """An eval run's description: verdict first, then identity, scores, the champion comparison (with
+    ``regressions``, the :func:`regressions_line` of its table), errors (``report.error_lines``: the
+    terminal's summary), diagnosis."""
     total = int(params.get("golden_items", items))
     lines = [headline(run) + "  ", _standing_line(run, standing, items, total), ""]
     described = params.get("spec.version.description") or ""
@@ -219,7 +243,9 @@ def eval_run(
         d = standing.decision
         against = d.champion is not None and d.champion_model_version != run.model_version
         if against or items < total:  # else the first line said it already ("would promote" came twice)
-            lines += ["", _standing(run, standing, links)]
+            lines += ["", _standing(run, standing, links, regressions)]
+        elif regressions:
+            lines += ["", regressions]
     if errors:
         lines += ["", "**Errors** (the figures above leave these items out where they say n)", ""]
         lines += [f"* {e}" for e in errors]
@@ -254,7 +280,7 @@ def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) 
     )
 
 
-def _standing(run: RunSummary, s: Standing, links: Links) -> str:
+def _standing(run: RunSummary, s: Standing, links: Links, regressions: str = "") -> str:
     d = s.decision
     if d.champion is None or d.champion_model_version == run.model_version:
         return f"**Champion**: {_standing_line(run, s, 1, 1)}"
@@ -266,7 +292,9 @@ def _standing(run: RunSummary, s: Standing, links: Links) -> str:
             "",
             paired(d.champion, run.version, s.rows),
         ]
-        if moved_items := moved(s.changes):
+        if regressions:
+            lines += ["", regressions]
+        elif moved_items := moved(s.changes):
             lines += ["", f"Items whose correctness moved most: {moved_items}."]
     lines += ["", f"{verdict(d)}.", "", f"Rule: {d.rule}; gates: {gates(d)}."]
     return "\n".join(lines)
@@ -298,16 +326,20 @@ def comparison(
     changes: Sequence[ItemChange],
     cautions: Sequence[str] = (),
     ppi: PPIReport | None = None,
+    regressions: str = "",
 ) -> str:
-    """A ``compare`` run's description: the paired table, the items that moved, and what makes the two
-    runs less comparable (``ragtrack compare`` prints the same cautions)."""
+    """A ``compare`` run's description: the paired table, the items that moved (``regressions``: the
+    :func:`regressions_line` of its table), and what makes the two runs less comparable (``ragtrack
+    compare`` prints the same cautions)."""
     lines = [
         f"**{a.version} → {b.version}** ({inputs_text(a, b)}): "
         f"eval runs [{a.run_id[:8]}]({run_link(a.run_id)}) and [{b.run_id[:8]}]({run_link(b.run_id)}). {PAIRED_NOTE}",
         "",
         paired(a.version, b.version, rows),
     ]
-    if moved_items := moved(changes):
+    if regressions:
+        lines += ["", regressions]
+    elif moved_items := moved(changes):
         lines += ["", f"Items whose correctness moved most: {moved_items}."]
     estimated = [f for f in ppi.figures if f.ppi is not None] if ppi is not None else []
     if estimated:
@@ -324,7 +356,9 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
     challenged = d.champion and not d.already_champion
     against = f" over {d.champion} (model version {d.champion_model_version})" if challenged else ""
     dry = " (dry run: the alias did not move)" if d.dry_run else ""
-    lines = [f"**{d.version} {d.verb}**{against} on {when(started_ms)}{dry}", ""]
+    # The first line shows while the description is collapsed: an override is part of the verdict.
+    waived = f" · **overrides**: {'; '.join(d.overrides)}" if d.overrides else ""
+    lines = [f"**{d.version} {d.verb}**{against} on {when(started_ms)}{dry}{waived}", ""]
     f = d.figures
     if "correctness_delta" in f:
         lines.append(
@@ -345,6 +379,18 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
         f"eval run [{d.run_id[:8]}]({links.run(d.run_id)})",
     ]
     return "\n".join(lines)
+
+
+def decisions_experiment(view: str) -> str:
+    """The decisions experiment's description: what its runs are and where outcomes and overrides show."""
+    return (
+        f"Every `ragtrack compare` and `ragtrack promote` as a run · [decisions with outcome and overrides]({view})"
+        " · expand for how to read them\n\n"
+        "A promotion run is named `promote <version>: <outcome>`, followed by the options that overrode "
+        "the rule in parentheses (`--allow-substitutes`, `--allow-partial`, a `--margin` or `--tolerance`); its "
+        "`overrides` param and its description say what each waived. A comparison run is named "
+        "`compare <a> vs <b>`; its `regressions.json` artifact lists the items that got worse."
+    )
 
 
 def promotion_under_way(d: Decision, links: Links) -> str:

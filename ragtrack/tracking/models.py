@@ -59,7 +59,7 @@ def _register(store: Store, spec: LoadedSpec, corpus_path: str, root: str) -> Mo
         Tag.VERSION: spec.name,
         Tag.AGENT_KIND: spec.kind,
         Tag.SPEC_HASH: spec.hash,
-        Tag.DESCRIPTION: spec.description,
+        Tag.DESCRIPTION: Tag.headline(spec.description) or Tag.NONE,  # a row of the registry's tag table
     }
     files = {
         "spec.json": spec.to_json(),

@@ -95,8 +95,10 @@ def _record(store: Store, d: Decision, source: Mapping[str, str]) -> int:
     """Log the decision as a run (``writing``, then ``pending`` once all of it is there); its start time."""
     begin("record")
     outcome = d.outcome
+    flags = f" ({d.flags})" if d.flags else ""
     run_id = store.start_run(
-        f"promote {d.version}" + (" (dry run)" if d.dry_run else ""),
+        # The decisions table lists runs by name: the outcome and its overrides tell two "promote v5" apart.
+        f"promote {d.version}: {outcome}{flags}" + (" (dry run)" if d.dry_run else ""),
         {
             "version": d.version,
             "challenger_run": d.run_id,
@@ -107,11 +109,13 @@ def _record(store: Store, d: Decision, source: Mapping[str, str]) -> int:
             "rule": d.rule,
             "outcome": outcome,
             "summary": d.summary(),
+            "overrides": "; ".join(d.overrides) or Tag.NONE,
         },
         {
             Tag.KIND: "promotion",
             Tag.VERSION: d.version,
             Tag.OUTCOME: outcome,
+            Tag.OVERRIDES: d.flags or Tag.NONE,
             Tag.DRY_RUN: str(d.dry_run).lower(),
             Tag.DECISION_STATE: DecisionState.WRITING,
             **source,
@@ -119,6 +123,7 @@ def _record(store: Store, d: Decision, source: Mapping[str, str]) -> int:
         experiment_id=store.decisions_experiment_id,
     )
     d.decision_run_id = run_id
+    describe_decisions(store)
     store.log_metrics(run_id, {k: float(v) for k, v in d.figures.items()})
     store.log_json(
         run_id, "decision.json", {**asdict(d), "gates": [{**asdict(g), "passed": g.passed} for g in d.gates]}
@@ -128,6 +133,24 @@ def _record(store: Store, d: Decision, source: Mapping[str, str]) -> int:
     begin("commit")  # from here on, the decision is applied even if this process dies
     store.tag_run(run_id, {Tag.DECISION_STATE: DecisionState.PENDING})
     return started
+
+
+#: The decisions experiment's saved runs view: each decision's outcome and overrides beside its figures.
+DECISIONS_VIEW = "ragtrack-decisions"
+
+
+def describe_decisions(store: Store) -> None:
+    """The decisions experiment's description and its saved view of outcomes and overrides."""
+    columns = [
+        f"tags.`{Tag.VERSION}`",
+        f"tags.`{Tag.OUTCOME}`",
+        f"tags.`{Tag.OVERRIDES}`",
+        f"tags.`{Tag.DRY_RUN}`",
+        *(f"metrics.`{k}`" for k in ("correctness_delta", "correctness_ci_low", "groundedness_delta")),
+    ]
+    experiment = store.decisions_experiment_id
+    view = store.save_runs_view(DECISIONS_VIEW, "ragtrack: decisions", columns, experiment)
+    store.describe_experiment(descriptions.decisions_experiment(view), experiment)
 
 
 def _apply(store: Store, d: Decision, started_ms: int, gates: Mapping[str, float], announce: bool = True) -> None:
@@ -140,7 +163,8 @@ def _apply(store: Store, d: Decision, started_ms: int, gates: Mapping[str, float
         begin("alias")
         store.set_champion(d.model_version)
     begin("tag")
-    note = f"{d.outcome}: {'; '.join(d.reasons)}"[:5000]
+    # A row of the version's tag table: the outcome and its overrides; the reasons are in its description.
+    note = d.outcome + (f" ({d.flags})" if d.flags else "")
     store.tag_model_version(d.model_version, {Tag.DECISION: note, Tag.DECISION_RUN: d.decision_run_id})
     if d.champion_model_version and d.champion_model_version != d.model_version:
         store.tag_model_version(

@@ -76,6 +76,7 @@ def eval_params(
     min_overlap: float,
 ) -> dict[str, str]:
     """An eval run's params: inputs, judge, what the agent ran with, and its spec (``spec.*``)."""
+    ran = agent.describe()
     return {
         "version": spec.name,
         "spec_hash": spec.hash,
@@ -94,9 +95,24 @@ def eval_params(
         Param.MIN_OVERLAP: str(min_overlap),
         Param.RANK_CUTOFF: str(agent.top_k) if agent.top_k else "contexts",
         "agent_kind": spec.kind,
-        **agent.describe(),
-        **{f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"},
+        **ran,
+        **as_run(ran, {f"spec.{k}": v for k, v in spec.params().items() if k != "spec_hash"}),
     }
+
+
+def as_run(ran: dict[str, str], spec_params: dict[str, str]) -> dict[str, str]:
+    """``spec_params`` with each substituted stage's model said as it ran: ``spec.rerank.model`` reads
+    ``skipped (…)`` when the reranker did not run, so a chart or a parameter diff over it is not told
+    that a reranker ran (``ran``: the agent's ``describe()``, with ``<stage>_model[_requested]``)."""
+    out = dict(spec_params)
+    for key, requested in ran.items():
+        stage = key.removesuffix("_model_requested")
+        used, spec_key = ran.get(f"{stage}_model"), f"spec.{stage}.model"
+        if stage != key and used not in (None, requested) and spec_key in out:
+            out[spec_key] = (
+                f"skipped ({requested} not available)" if used == "none" else f"{used} (substitute for {requested})"
+            )
+    return out
 
 
 def record_eval(

@@ -1,11 +1,13 @@
 """How each eval run stands against the champion, written where the MLflow UI shows it.
 
 An eval run's description, its ``delta/*`` metrics (against the champion's
-model version, named in ``ragtrack.compared_to``) and its ``per_type.png``
-depend on who is champion. They are written when the run is recorded and again
-whenever a promotion decision is recorded, for the latest eval of each version
-that was not yet compared with the current champion — so after ``ragtrack
-promote v1`` the eval of v5 that ran before says by how much it beats v1.
+model version, named in ``ragtrack.compared_to``), its ``regressions.json``
+and its ``per_type.png`` depend on who is champion. They are written when the
+run is recorded and again whenever a promotion decision is recorded, for the
+newest eval of each model version whose page names another champion
+(``ragtrack.standing``) — so after ``ragtrack promote v1`` the eval of v5 that
+ran before says by how much it beats v1, and after ``ragtrack promote v5``
+it says that v5 is the champion.
 The experiment's description (a leaderboard at the top of every page of the
 experiment) and its saved "versions side by side" view are kept here too.
 """
@@ -24,7 +26,7 @@ from ragtrack.evaluation.promotion import Champion, Rule, Standing, decide
 from ragtrack.records import ItemRecord, RunSummary
 from ragtrack.spec import version_order
 from ragtrack.tracking import descriptions
-from ragtrack.tracking.compare import comparison_metrics, per_type_plot
+from ragtrack.tracking.compare import REGRESSIONS_TABLE, comparison_metrics, log_regressions, per_type_plot
 from ragtrack.tracking.models import describe_logged_model
 from ragtrack.tracking.store import Store, Tag
 
@@ -97,12 +99,28 @@ def describe_eval(
             run.run_id,
             {Tag.COMPARED_TO: standing.decision.champion_model_version, Tag.COMPARED_RUN: standing.champion.run_id},
         )
+    if standing is not None:  # what refresh() reads to find the pages a new champion makes stale
+        store.tag_run(run.run_id, {Tag.STANDING: standing.decision.champion_model_version or Tag.NONE})
     _log_plot(store, run.run_id, run, standing)
     links = descriptions.Links(store.registered_model)
+    regressions = ""
+    if compared:
+        both = (store.records(standing.champion.run_id), records)
+        table = log_regressions(store, run.run_id, standing.champion, run, both, standing.changes)
+        route = links.artifact(store.experiment_id, run.run_id, REGRESSIONS_TABLE)
+        regressions = descriptions.regressions_line(table, route)
+    elif _was_compared_before_it_won(store, run, standing):  # that comparison stays readable on its page
+        route = links.artifact(store.experiment_id, run.run_id, REGRESSIONS_TABLE)
+        regressions = (
+            f"**Regressions** against model version {run.compared_to}, the champion this run was compared "
+            f"with before it became champion: [regressions.json]({route})."
+        )
     from ragtrack.report import error_lines
 
     errors = error_lines(records)
-    store.describe_run(run.run_id, descriptions.eval_run(run, params, diagnosis, len(records), standing, links, errors))
+    store.describe_run(
+        run.run_id, descriptions.eval_run(run, params, diagnosis, len(records), standing, links, errors, regressions)
+    )
     if model_id:
         describe_logged_model(store, model_id, run, params)
     if len(records) == int(params.get("golden_items", len(records))):
@@ -110,28 +128,37 @@ def describe_eval(
         describe_experiment(store, replace(run, compared_to=compared_to or ""))
 
 
+def _was_compared_before_it_won(store: Store, run: RunSummary, standing: Standing | None) -> bool:
+    """``run`` is the champion's eval and holds the regressions table of a comparison with an earlier champion."""
+    if not (standing and standing.decision.already_champion and run.compared_to not in ("", run.model_version)):
+        return False
+    return REGRESSIONS_TABLE in {f.path for f in store.client.list_artifacts(run.run_id)}
+
+
 def refresh(store: Store, rule: Rule) -> list[str]:
-    """Re-describe the latest eval of each version not yet compared with the current champion; their run IDs."""
+    """Re-describe every eval run whose page was written against another champion than the current one
+    (its ``ragtrack.standing`` tag): the newest eval of each model version on each golden set and judge,
+    the runs ``compare`` and ``promote`` read — the champion's own included, which now says it is the
+    champion. Older evals of the same model version keep the page they had. Their run IDs."""
     champion = store.champion()
-    if champion is None:
-        return []
-    latest: dict[str, RunSummary] = {}
+    now = champion[0] if champion else Tag.NONE
+    latest: dict[tuple[str, str, str], RunSummary] = {}
     for run in store.eval_runs():  # newest first
-        latest.setdefault(run.version, run)
+        latest.setdefault((run.model_version, run.golden_digest, run.judge_identity), run)
     refreshed = []
     for run in latest.values():
-        if run.model_version == champion[0] or run.compared_to == champion[0]:
+        if run.standing == now:
             continue
         records = store.records(run.run_id)
         found = standing(store, run, rule, records)
-        if not found.rows:
-            continue  # the champion has no eval on this run's golden set and judge: nothing to compare
         more = deltas(found)
-        model_id = store.client.get_run(run.run_id).data.tags.get(Tag.MODEL_ID)
-        store.log_metrics(run.run_id, more, model_id)
-        params = store.client.get_run(run.run_id).data.params
+        data = store.client.get_run(run.run_id).data
+        model_id = data.tags.get(Tag.MODEL_ID)
+        if more:
+            store.log_metrics(run.run_id, more, model_id)
         diagnosis = store.read_text(run.run_id, "diagnosis.md") or ""
-        describe_eval(store, replace(run, metrics={**run.metrics, **more}), params, records, diagnosis, found, model_id)
+        shown = replace(run, metrics={**run.metrics, **more})
+        describe_eval(store, shown, data.params, records, diagnosis, found, model_id)
         refreshed.append(run.run_id)
     return refreshed
 

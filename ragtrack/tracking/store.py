@@ -38,7 +38,7 @@ from ragtrack.config import ProjectConfig
 from ragtrack.errors import RagtrackError, StoreError
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.promotion import ALIAS
-from ragtrack.records import ItemRecord, RunSummary
+from ragtrack.records import ItemRecord, RunSummary, substitutions
 from ragtrack.secrets import redact, redact_values, without_credentials
 
 #: What each registry-side lock (:meth:`Store.registry_lock`) serialises, as its holder's description says.
@@ -80,6 +80,8 @@ class Tag:
     GIT_DIRTY = "ragtrack.git_dirty"  # eval runs: the checkout had uncommitted changes (beside mlflow.source.git.*)
     COMPARED_TO = "ragtrack.compared_to"  # eval runs: the champion model version its delta/* metrics are against
     COMPARED_RUN = "ragtrack.compared_run"  # eval runs: that champion's eval run
+    STANDING = "ragtrack.standing"  # eval runs: the champion model version the description was written against
+    OVERRIDES = "ragtrack.overrides"  # promotion runs: the --allow-* flags and rule changes that applied, or "none"
     ITEM_ID = "ragtrack.item_id"  # traces: the golden item
     ITEM_TYPE = "ragtrack.item_type"  # traces: its question type
     RECORD = "ragtrack.record"  # traces: the digest of the item record the trace shows
@@ -97,6 +99,19 @@ class Tag:
     MONITOR_DAY = "ragtrack.monitor.day"  # YYYY-MM-DD, UTC
     MONITOR_DIGEST = "ragtrack.monitor.digest"  # of the window's messages and ratings
     MONITOR_ALARM = "ragtrack.monitor.alarm"  # true when a metric dropped against the previous day
+
+    #: The value of a tag that names nothing ("no champion", "no override"): an empty tag value is
+    #: not shown by the UI's tag tables, which then render a name with no value.
+    NONE = "none"
+    #: How long a tag written for reading in the registry's tag table may be: longer values wrap
+    #: into a row taller than the table's box, which then clips it.
+    HEADLINE_CHARS = 80
+
+    @staticmethod
+    def headline(text: str) -> str:
+        """``text``'s first line, cut to :data:`HEADLINE_CHARS` (saying so with an ellipsis)."""
+        line = text.strip().split("\n", 1)[0]
+        return line if len(line) <= Tag.HEADLINE_CHARS else line[: Tag.HEADLINE_CHARS - 1].rstrip() + "…"
 
     @staticmethod
     def warning(code: str) -> str:
@@ -295,24 +310,26 @@ class Store:
         """``<experiment>-<suffix>`` (created on first use), e.g. ``ragtrack-judges``."""
         return _experiment(self.client, f"{self.experiment_name}-{suffix}", self.artifact_location)
 
-    def describe_experiment(self, markdown: str) -> None:
-        """The eval experiment's description: the UI shows it at the top of every page of the experiment."""
-        _despite_racing_inserts(
-            lambda: self.client.set_experiment_tag(self.experiment_id, Tag.NOTE, _clip(markdown, MAX_NOTE))
-        )
+    def describe_experiment(self, markdown: str, experiment_id: str | None = None) -> None:
+        """An experiment's description (default: the eval experiment's): the UI shows it at the top of
+        every page of the experiment."""
+        experiment = experiment_id or self.experiment_id
+        _despite_racing_inserts(lambda: self.client.set_experiment_tag(experiment, Tag.NOTE, _clip(markdown, MAX_NOTE)))
 
-    def save_runs_view(self, key: str, name: str, columns: list[str]) -> str:
-        """A saved view of the runs table showing ``columns`` in this order (``metrics.`x```, ``tags.`y```…).
+    def save_runs_view(self, key: str, name: str, columns: list[str], experiment_id: str | None = None) -> str:
+        """A saved view of an experiment's runs table (default: the eval experiment's) showing ``columns``
+        in this order (``metrics.`x```, ``tags.`y```…).
 
         MLflow's UI lists it under "Views" and opens it at the route this returns.
         """
+        experiment = experiment_id or self.experiment_id
         state = {"selectedColumns": columns, "columnOrder": columns, "orderByKey": "attributes.start_time"}
         now = int(time.time() * 1000)
         envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state)}
         _despite_racing_inserts(
-            lambda: self.client.set_experiment_tag(self.experiment_id, SAVED_VIEW + key, json.dumps(envelope))
+            lambda: self.client.set_experiment_tag(experiment, SAVED_VIEW + key, json.dumps(envelope))
         )
-        return f"#/experiments/{self.experiment_id}/runs?viewStateShareKey={key}"
+        return f"#/experiments/{experiment}/runs?viewStateShareKey={key}"
 
     # ------------------------------------------------------------ writing runs
     def start_run(
@@ -363,6 +380,21 @@ class Store:
 
     def log_file(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
+
+    def write_table(self, run_id: str, name: str, columns: dict[str, list]) -> None:
+        """``columns`` as the MLflow table artifact ``name``, which the UI renders as a table, replacing
+        one of that name (``MlflowClient.log_table`` appends to it: a re-described run's table would
+        keep the rows of the champion it was compared with before)."""
+        import pandas as pd
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            pd.DataFrame(columns).to_json(path, orient="split", index=False, force_ascii=False)
+            self.client.log_artifact(run_id, str(path))
+        logged = json.loads(self.client.get_run(run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        if (entry := {"path": name, "type": "table"}) not in logged:  # what tells the UI it is a table
+            self.client.set_tag(run_id, MLFLOW_LOGGED_ARTIFACTS, json.dumps([*logged, entry]))
 
     def tag_run(self, run_id: str, tags: dict[str, str]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, v) for k, v in _redacted(tags).items()])
@@ -723,6 +755,8 @@ def _summary(run) -> RunSummary:
         cautions=tuple(tags[k] for k in sorted(tags) if k.startswith(Tag.WARNING_PREFIX)),
         limited=tags.get(Tag.LIMITED, ""),
         stale_gt=Tag.warning("stale_gt") in tags,
+        substitutions=substitutions(params),
+        standing=tags.get(Tag.STANDING, ""),
     )
 
 
