@@ -30,7 +30,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow, comparability_problems
 from ragtrack.evaluation.power import multiplier
 from ragtrack.evaluation.stats import PairedDifference
-from ragtrack.records import RunSummary
+from ragtrack.records import ItemRecord, RunSummary
 
 #: The registry alias that names the production version.
 ALIAS = "champion"
@@ -158,6 +158,7 @@ class Standing:
     champion: RunSummary | None = None  # the champion's eval the challenger was paired with
     rows: tuple[MetricRow, ...] = ()
     changes: tuple[ItemChange, ...] = ()
+    champion_records: tuple[ItemRecord, ...] = ()  # that eval's items, as paired (its regressions table reads them)
 
 
 def partial_means(run: RunSummary) -> list[str]:

@@ -64,14 +64,13 @@ def standing(
         incumbent = store.latest_eval(name, challenger.golden_digest, challenger.judge_identity, model_version)
     except RagtrackError:
         incumbent = None
-    rows, changes = [], []
+    rows, changes, theirs = [], [], []
     if incumbent is not None and model_version != challenger.model_version:
         mine = records if records is not None else store.records(challenger.run_id)
-        rows, changes = compare_records(
-            store.records(incumbent.run_id), mine, metrics, cluster_labels(mine, rule.cluster)
-        )
+        theirs = store.records(incumbent.run_id)
+        rows, changes = compare_records(theirs, mine, metrics, cluster_labels(mine, rule.cluster))
     decision = decide(challenger, Champion(model_version, name, incumbent), rule, overall(rows) if rows else None)
-    return Standing(decision, incumbent, tuple(rows), tuple(changes))
+    return Standing(decision, incumbent, tuple(rows), tuple(changes), tuple(theirs))
 
 
 def deltas(standing: Standing | None) -> dict[str, float]:
@@ -105,7 +104,7 @@ def describe_eval(
     links = descriptions.Links(store.registered_model)
     regressions = ""
     if compared:
-        both = (store.records(standing.champion.run_id), records)
+        both = (list(standing.champion_records), records)
         table = log_regressions(store, run.run_id, standing.champion, run, both, standing.changes)
         route = links.artifact(store.experiment_id, run.run_id, REGRESSIONS_TABLE)
         regressions = descriptions.regressions_line(table, route)
