@@ -12,28 +12,40 @@ defines them:
   section, with ID ``<relative/path>#<slug>/<slug>/...`` (the heading path),
   identical on every machine.
 
-**Headings.** A document with Markdown headings (``#`` … ``######`` at the start
-of a line) is split at those. A document without any is split at numbered
-headings, the way Chinese (and many plain-text) documents are written:
-``一、`` / ``第一章`` / ``（一）`` / ``1.`` ``1、`` / ``1.1`` / ``1.1.1`` / ``（1）``. Each
-style (and each depth of ``1.1.1``) takes the next heading level the first time
-it appears, so ``一、`` → ``（一）`` and ``一、`` → ``1.1`` both nest. A numbered line
-is a heading only when it reads like one: a title of at most
-:data:`MAX_TITLE_CHARS` characters that does not end in sentence or clause
-punctuation (``。！？；：，`` …), and not one of a run of consecutive lines
-numbered in the same style (that is a list). ``1. 确认网关在线。`` is a list item;
-``1.1 产品简介`` is a heading. The numbering marker is not part of the ID — the
-slug of ``二、安装与联网`` is ``安装与联网`` — so renumbering sections keeps IDs.
+**Headings.** A file gives several signals, and each forms a candidate tree: Markdown headings
+(``#`` … ``######`` at the start of a line); numbered headings, the way Chinese (and many plain-text)
+documents are written: ``一、`` / ``第一章`` / ``（一）`` / ``1.`` ``1、`` / ``1.1`` / ``1.1.1`` / ``（1）``;
+and, only when neither exists, short lines alone between blank lines followed by a longer paragraph.
+The tree taken is the one that scores best — one point a heading, minus three for each heading whose
+path repeats an earlier one (``# Role`` … ``# Output`` quoted five times in an article is prompt
+templates, not its outline) — Markdown first on a tie. When another system was set aside, a warning
+names the file, what was taken and what was ignored, and why.
 
-**Code.** Lines inside fenced code (```` ``` ```` / ``~~~``) or an indented code
-block (4 spaces or a tab after a blank line) are never headings. Heading-like
-lines found there are reported, as is a fence that never closes.
+Each numbered style (and each depth of ``1.1.1``) takes the next heading level the first time it
+appears, so ``一、`` → ``（一）`` and ``一、`` → ``1.1`` both nest, while ``1.`` / ``1.1`` / ``1.1.1`` keep
+their order among themselves. A numbered line is a heading only when it reads like one: a title of at
+most :data:`MAX_TITLE_CHARS` characters that does not end in sentence or clause punctuation
+(``。！；：，`` …) — a short question (``二、到底该评估什么？``) is a title — and not one of a run of
+consecutive lines numbered in the same style (that is a list). ``1. 确认网关在线。`` is a list item;
+``1.1 产品简介`` is a heading. The numbering marker is not part of the ID — the slug of ``二、安装与联网``
+is ``安装与联网`` — so renumbering sections keeps IDs.
+
+**Code.** Lines inside fenced code (```` ``` ```` / ``~~~``) or an indented code block (4 spaces or a
+tab after a blank line) are never headings, nor is a ``#`` or numbered line directly above or below a
+line of unfenced code (a shell command, an import, an assignment, a call): ``# 安装依赖`` over
+``pip install …`` pasted from a blog is a comment. Heading-like lines found there are reported, as is a
+fence that never closes.
+
+**Short passages.** A section of numbered or plain headings shorter than :data:`MIN_SECTION_CHARS`
+joins a neighbour (its subsection, else its closer relative, keeping the receiver's ID); Markdown
+sections are the author's units and stay whatever their size.
 
 **Long sections.** A section longer than ``max_passage_chars`` (default
 :data:`DEFAULT_MAX_PASSAGE_CHARS`) is split at paragraph boundaries (blank
 lines): one passage per paragraph, the first keeping the section's ID and the
 others numbered ``<id>~p2``, ``<id>~p3`` …; a paragraph that is still too long
-is cut at line breaks, then at sentence ends, packed up to the limit.
+is cut at line breaks, then at sentence ends, packed up to the limit; a piece
+shorter than :data:`MIN_PASSAGE_CHARS` joins its neighbour.
 
 Loading never hides a surprise: a document without headings, a split section
 and heading-like lines in code are :attr:`Corpus.warnings` (file, line), which
@@ -76,6 +88,13 @@ TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 PASSAGE_SUFFIXES = (".jsonl", ".ndjson", ".json")
 DEFAULT_MAX_PASSAGE_CHARS = 1500
 MAX_TITLE_CHARS = 40
+# The shortest piece a long section is split into (see split_long): a one-line paragraph of a pasted
+# blog article was a passage of 2 characters.
+MIN_PASSAGE_CHARS = 80
+# The shortest section of inferred (numbered or plain) headings kept on its own: its heading and a
+# fragment. Lower than the above because a manual's numbered sections are short on purpose (the example
+# zh-kb's shortest, 包装清单, is 80 characters and cited by its golden set).
+MIN_SECTION_CHARS = 30
 
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
@@ -317,8 +336,17 @@ def is_title(title: str) -> bool:
     return 0 < len(title) <= MAX_TITLE_CHARS and not title.endswith(_CLAUSE_END) and "。" not in title
 
 
+def _heading_title(title: str) -> bool:
+    """A numbered line's title: a title (:func:`is_title`), or a short question (``二、到底该评估什么？``
+    is how Chinese articles title their sections) with no sentence end before its question mark."""
+    return is_title(title) or (
+        0 < len(title) <= MAX_TITLE_CHARS and title.endswith(("？", "?")) and not re.search("[。！!；;]", title)
+    )
+
+
 def find_headings(lines: list[str]) -> tuple[list[_Heading], list[Problem]]:
-    """The heading lines of a document (see the module docstring for the rules) and warnings about code."""
+    """The heading lines of a document (see the module docstring for the rules) and the warnings a user
+    should see: code that looked like headings, and which heading system was taken over which."""
     code, open_fence = _code_lines(lines)
     warnings: list[Problem] = []
     if open_fence is not None:
@@ -331,37 +359,171 @@ def find_headings(lines: list[str]) -> tuple[list[_Heading], list[Problem]]:
             Problem(
                 "",
                 f"{len(in_code)} heading-like line(s) inside code blocks are code, not headings "
-                f"(lines {', '.join(str(i + 1) for i in in_code[:5])}{' …' if len(in_code) > 5 else ''})",
+                f"(lines {_line_list(in_code)})",
                 in_code[0] + 1,
             )
         )
+    beside_code = [i for i, line in enumerate(lines) if i not in code and _next_to_code(lines, i)]
+    beside_code = [i for i in beside_code if _ATX.match(lines[i]) or _numbered(lines[i])]
+    if beside_code:
+        warnings.append(
+            Problem(
+                "",
+                f"{len(beside_code)} heading-like line(s) next to unfenced code are taken as code comments, not "
+                f"headings (lines {_line_list(beside_code)}: {_quoted(lines, beside_code)})",
+                beside_code[0] + 1,
+            )
+        )
+    code |= set(beside_code)
 
-    atx = [
-        _Heading(i, f"atx{len(m.group(1))}", _strip_marker(m.group(2).strip()))
-        for i, line in enumerate(lines)
-        if i not in code and (m := _ATX.match(line))
-    ]
-    if atx:
-        return atx, warnings
+    systems = {
+        "Markdown # lines": [
+            _Heading(i, f"atx{len(m.group(1))}", _strip_marker(m.group(2).strip()))
+            for i, line in enumerate(lines)
+            if i not in code and (m := _ATX.match(line))
+        ],
+        "numbered lines": _numbered_headings(lines, code),
+    }
+    if not any(systems.values()):
+        systems["short lines between blank lines"] = _plain_headings(lines, code)
+    scores = {name: _tree_score(heads) for name, heads in systems.items() if heads}
+    # Markdown # first on a tie: a Markdown author's headings are declared, numbering is inferred.
+    chosen = max(scores, key=lambda name: (scores[name], name == "Markdown # lines"), default="")
+    heads = systems.get(chosen, [])
+    ignored = {name: h for name, h in systems.items() if h and h is not heads}
+    if heads and (chosen != "Markdown # lines" and ignored or chosen == "short lines between blank lines"):
+        # Markdown # taken over numbered lines says nothing: a Markdown file's numbered lines are its lists.
+        warnings.append(Problem("", _choice(chosen, heads, ignored, lines), heads[0].line + 1))
+    return heads, warnings
 
+
+def _line_list(numbers: list[int], limit: int = 5) -> str:
+    return f"{', '.join(str(i + 1) for i in numbers[:limit])}{' …' if len(numbers) > limit else ''}"
+
+
+def _quoted(lines: list[str], numbers: list[int], limit: int = 3) -> str:
+    shown_ = ", ".join(repr(lines[i].strip()[:30]) for i in numbers[:limit])
+    return shown_ + (" …" if len(numbers) > limit else "")
+
+
+def _choice(chosen: str, heads: list[_Heading], ignored: dict[str, list[_Heading]], lines: list[str]) -> str:
+    """What was taken as the headings of a document, and what was not (and why), in one line."""
+    lines_of = [h.line for h in heads]
+    said = f"headings taken: {len(heads)} {chosen} ({_line_list(lines_of)}: {_quoted(lines, lines_of)})"
+    for name, others in ignored.items():
+        repeated = _repeated_titles(others)
+        why = (
+            f"their titles repeat ({', '.join(f'{t!r} ×{n}' for t, n in repeated[:3])}), like templates quoted "
+            "in the text"
+            if repeated
+            else "they form a smaller tree"
+        )
+        others_lines = [h.line for h in others]
+        said += f"; ignored: {len(others)} {name} ({_line_list(others_lines)}): {why}"
+    return said + " (`ragtrack corpus ls --doc <file>` shows the passages)"
+
+
+def _repeated_titles(heads: list[_Heading]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for title in _paths(heads):
+        counts[title[-1]] = counts.get(title[-1], 0) + 1
+    return sorted(((t, n) for t, n in counts.items() if n > 1), key=lambda tn: -tn[1])
+
+
+def _tree_score(heads: list[_Heading]) -> int:
+    """How well ``heads`` form a document's tree: one point a heading, minus three for each heading whose
+    path repeats an earlier one (``# Role`` … ``# Output`` five times over is quoted prompt templates, not
+    the document's outline)."""
+    paths = _paths(heads)
+    return len(paths) - 3 * (len(paths) - len(set(paths)))
+
+
+def _paths(heads: list[_Heading]) -> list[tuple[str, ...]]:
+    """Each heading's path of slugs (its ID's part), as :func:`split_document` builds them."""
+    out, stack = [], []
+    for head, level in zip(heads, _levels(heads), strict=True):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, slugify(head.title)))
+        out.append(tuple(t for _, t in stack))
+    return out
+
+
+def _numbered_headings(lines: list[str], code: set[int]) -> list[_Heading]:
     candidates = {i: found for i, line in enumerate(lines) if i not in code and (found := _numbered(line))}
     heads = []
     for i, (style, title) in candidates.items():
         in_list = any(candidates.get(j, ("",))[0] == style for j in (i - 1, i + 1))
-        if is_title(title) and not in_list:
+        if _heading_title(title) and not in_list:
             heads.append(_Heading(i, style, title))
-    return heads, warnings
+    return heads
+
+
+_BULLET = re.compile(r"^\s*(?:[-*+•·>|]|\d|[（(])")
+
+
+def _plain_headings(lines: list[str], code: set[int]) -> list[_Heading]:
+    """Short title-like lines alone between blank lines and followed by a longer paragraph: the headings of
+    a text that has neither ``#`` nor numbering. The first text line is the document's title, not one."""
+    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    heads = []
+    for i in range(first + 1, len(lines) - 2):
+        line = lines[i].strip()
+        if (
+            i not in code
+            and line
+            and not lines[i - 1].strip()
+            and not lines[i + 1].strip()
+            and is_title(line)
+            and not _BULLET.match(line)
+            and len(lines[i + 2].strip()) > 2 * len(line)
+        ):
+            heads.append(_Heading(i, "plain", line))
+    return heads if len(heads) >= 2 else []
+
+
+# A line of unfenced code: a shell command, a Python statement, an assignment, a call, a closing bracket.
+_CODE_LIKE = re.compile(
+    r"""^\s*(?:
+        (?:pip3?|git|cd|docker|docker-compose|npm|npx|yarn|curl|wget|python3?|conda|export|sudo|apt|apt-get
+          |brew|ollama|uv|mkdir|ls|cat|echo|kubectl|helm|source|chmod)\s+\S
+      | (?:from\s+[\w.]+\s+)?import\s+[\w.]+
+      | (?:async\s+)?(?:def|class)\s+\w+
+      | (?:return|assert|raise|yield|await)\b
+      | (?:for|if|elif|while|with)\s.*:\s*$
+      | (?:else|try|finally)\s*:\s*$
+      | [A-Za-z_][A-Za-z0-9_.]*(?:\[[^\]]*\])*\s*[-+*/]?=(?!=)
+      | [A-Za-z_][A-Za-z0-9_.]*\(
+      | [)\]}]
+      | \$\s | >>>\s
+    )""",
+    re.X,
+)
+
+
+def _next_to_code(lines: list[str], i: int) -> bool:
+    """A line directly above or below a line of unfenced code (a comment pasted with it, its ``#`` kept
+    or lost): ``# 安装依赖`` over ``pip install …``."""
+    return any(0 <= j < len(lines) and _CODE_LIKE.match(lines[j]) for j in (i - 1, i + 1))
 
 
 def _levels(heads: list[_Heading]) -> list[int]:
-    """Markdown levels as written; numbered styles by order of first appearance (1, 2, 3, …)."""
-    order: dict[str, int] = {}
-    out = []
+    """Markdown levels as written; numbered styles by order of first appearance (1, 2, 3, …), except that
+    ``1.`` / ``1.1`` / ``1.1.1`` keep their order among themselves wherever each first appears: an article
+    whose ``1.1`` comes before its first ``1.`` still puts ``2.1`` under ``2.``."""
+    depth = max((int(h.style[3:]) for h in heads if h.style.startswith("num") and h.style[3:].isdigit()), default=0)
+    first: dict[str, int] = {}  # style (all of 1. / 1.1 / 1.1.1 as "num") → the level it took
+    out, next_level = [], 1
     for h in heads:
         if h.style.startswith("atx"):
             out.append(int(h.style[3:]))
-        else:
-            out.append(order.setdefault(h.style, len(order) + 1))
+            continue
+        num = h.style.startswith("num") and h.style[3:].isdigit()
+        key = "num" if num else h.style
+        if key not in first:
+            first[key] = next_level
+            next_level += depth if num else 1
+        out.append(first[key] + (int(h.style[3:]) - 1 if num else 0))
     return out
 
 
@@ -449,9 +611,64 @@ def split_document(
                     heading_path=path,
                 )
             )
+    if heads and not heads[0].style.startswith("atx"):
+        passages, merged = _merge_short_sections(passages, text, MIN_SECTION_CHARS)
+        if merged:
+            warnings.append(
+                Problem(
+                    "",
+                    f"{len(merged)} section(s) under {MIN_SECTION_CHARS} characters joined to a neighbour "
+                    f"({'; '.join(f'{a} into {b}' for a, b in merged[:3])}{' …' if len(merged) > 3 else ''})",
+                    1,
+                )
+            )
     if not heads and len(passages) == 1:
         warnings.insert(0, Problem("", "no headings (Markdown #, 一、, （一）, 1.1 …): the document is one passage", 1))
     return Document(id=doc_id, text=text, passages=tuple(passages), sectioned=bool(heads)), warnings
+
+
+def _merge_short_sections(
+    passages: list[Passage], text: str, minimum: int
+) -> tuple[list[Passage], list[tuple[str, str]]]:
+    """Passages of inferred (numbered or plain) sections, each under ``minimum`` characters joined to a
+    neighbour: to the next one when that is its subsection (a heading's short intro belongs with it), a
+    closer relative than the one before (the first subsection of a chapter goes to its sibling, not to
+    the previous chapter's end) or when it is the first, else to the one before. The joined passage keeps
+    its receiver's ID. The title block above the first heading stays (it names the document)."""
+    out: list[Passage] = []
+    merged: list[tuple[str, str]] = []
+    carried: Passage | None = None  # a short passage waiting to be joined to the next
+    for n, p in enumerate(passages):
+        if carried is not None:
+            merged.append((carried.id, p.id))
+            p = _spanning(p, text, carried.start, p.end)
+            carried = None
+        if p.end - p.start >= minimum or len(passages) == 1 or not p.heading_path:  # the title block stays
+            out.append(p)
+            continue
+        following = passages[n + 1] if n + 1 < len(passages) else None
+        if following is not None and (
+            not out or _shared(p, following) == len(p.heading_path) or _shared(p, following) > _shared(p, out[-1])
+        ):
+            carried = p
+        elif out:
+            merged.append((p.id, out[-1].id))
+            out[-1] = _spanning(out[-1], text, out[-1].start, p.end)
+        else:
+            out.append(p)
+    return out, merged
+
+
+def _shared(a: Passage, b: Passage) -> int:
+    """How many leading headings two passages' paths share."""
+    return next(
+        (n for n, (x, y) in enumerate(zip(a.heading_path, b.heading_path, strict=False)) if x != y),
+        min(len(a.heading_path), len(b.heading_path)),
+    )
+
+
+def _spanning(p: Passage, text: str, start: int, end: int) -> Passage:
+    return Passage(p.id, text[start:end], p.doc_id, start, end, p.title, p.heading_path)
 
 
 def split_markdown(doc_id: str, text: str, max_passage_chars: int = DEFAULT_MAX_PASSAGE_CHARS) -> Document:
@@ -464,8 +681,10 @@ _SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])(?=\s)")
 
 
 def split_long(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]]:
-    """Spans of ``text[start:end]``: itself when it fits ``limit``, otherwise one per paragraph,
-    a paragraph still too long cut at line breaks, then at sentence ends (packed up to the limit)."""
+    """Spans of ``text[start:end]``: itself when it fits ``limit``, otherwise one per paragraph (cited as
+    ``~pN`` by golden sets, so not repacked), a paragraph still too long cut at line breaks, then at
+    sentence ends; none shorter than :data:`MIN_PASSAGE_CHARS` (or a quarter of the limit): those are
+    joined to their neighbour, since a blog's one-line paragraphs made 2-character passages."""
     if end - start <= limit:
         return [(start, end)]
     out: list[tuple[int, int]] = []
@@ -481,6 +700,18 @@ def split_long(text: str, start: int, end: int, limit: int) -> list[tuple[int, i
                 out.append((ls, le))
             else:
                 out += _packed(text, _pieces(text, ls, le, _SENTENCE_END), limit, hard=True)
+    return _without_scraps(out, min(MIN_PASSAGE_CHARS, limit // 4))
+
+
+def _without_scraps(spans: list[tuple[int, int]], minimum: int) -> list[tuple[int, int]]:
+    """Consecutive spans of one section, each shorter than ``minimum`` joined to its neighbour (the one
+    before, the first one to the one after): a passage of 2 characters answers nothing."""
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and (e - s < minimum or out[-1][1] - out[-1][0] < minimum):
+            out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
     return out
 
 
