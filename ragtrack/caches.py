@@ -13,6 +13,7 @@ for a while and keep what the current versions and golden set still read.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import time
@@ -45,6 +46,7 @@ CACHE_KINDS: Registry[CacheKind] = Registry(
             CacheKind("agents", "agents", "replies of external agents (Dify, RAGFlow, HTTP, Python)", "*/*.json"),
             CacheKind("passage-index", "passage-index", "indexes of `ragtrack corpus search`"),
             CacheKind("local-models", "local-models", "GGUF models converted for transformers"),
+            CacheKind("shown", "shown", "which corpus warnings were already printed (pruned: printed once again)", "*"),
         ]
     },
 )
@@ -60,6 +62,20 @@ def mark_used(path: Path) -> None:
     a read-only cache is still a cache."""
     with contextlib.suppress(OSError):
         os.utime(path)
+
+
+def first_showing(cache_dir: Path, text: str) -> bool:
+    """True the first time ``text`` (warnings a command is about to print) is asked about in this cache,
+    and remembers it; False after. Keyed by the text's hash, so a changed corpus (other warnings, or the
+    same ones at other lines) is shown again. Best effort: a read-only cache shows every time."""
+    path = cache_path(cache_dir, "shown") / hashlib.sha256(text.encode()).hexdigest()[:16]
+    if path.exists():
+        mark_used(path)
+        return False
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text[:500], encoding="utf-8")
+    return True
 
 
 @dataclass(frozen=True)

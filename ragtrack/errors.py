@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pydantic import BaseModel, ValidationError
 
 
@@ -41,6 +43,21 @@ def warning_summary(problems: list[Problem], limit: int = 6) -> list[str]:
     if len(problems) > limit:
         lines.append(f"… and {len(problems) - limit} more (`ragtrack corpus ls` lists them all)")
     return lines
+
+
+def corpus_warning_lines(warnings: list[Problem], cache_dir: Path, digest: str) -> tuple[list[str], str]:
+    """(warning lines, information line) for a command that loads the corpus: the warnings the first time
+    this corpus gives them (:func:`ragtrack.caches.first_showing`), afterwards only a line saying they
+    stand — so a project's every eval does not repeat what its first said."""
+    from ragtrack.caches import first_showing
+
+    if not warnings:
+        return [], ""
+    # The file's name, not its path: init and eval reach the same corpus by different paths.
+    said = [f"{w.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{w.line}:{w.field}:{w.message}" for w in warnings]
+    if first_showing(cache_dir, "\n".join([digest, *said])):
+        return warning_summary(warnings), ""
+    return [], f"the corpus's {len(warnings)} loading warning(s), shown before, stand (`ragtrack corpus ls` lists them)"
 
 
 class InputError(RagtrackError):

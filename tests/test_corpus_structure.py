@@ -120,3 +120,27 @@ def test_the_seed_articles_as_txt():
     indented = doc.text.replace("\n# 安装依赖", "\n    # 安装依赖").replace("\n# 1. ", "\n    # 1. ")
     again = split_document(doc.id, indented)[0]
     assert {p.heading_path for p in again.passages if p.heading_path} == headings
+
+
+def test_corpus_warnings_are_printed_once_per_corpus_change(tmp_path):
+    """`init` prints them; every later command only says they stand, until the corpus changes."""
+    from ragtrack.api import init_project
+    from ragtrack.config import load_config
+    from ragtrack.errors import corpus_warning_lines
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "q.txt").write_text((DATA / "quoted-prompts.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    report = init_project(tmp_path / "project", corpus=str(docs))
+    assert any("headings taken: 4 numbered lines" in w for w in report.corpus_warnings)
+    config = load_config(tmp_path / "project")
+    corpus = config.load_corpus()
+    shown, standing = corpus_warning_lines(corpus.warnings, config.cache_dir, corpus.digest)
+    assert shown == []
+    assert standing == "the corpus's 1 loading warning(s), shown before, stand (`ragtrack corpus ls` lists them)"
+    # A changed corpus warns again, once.
+    (docs / "q.txt").write_text("# Role\n\nA.\n\n# Role\n\nB.\n", encoding="utf-8")
+    corpus = config.load_corpus()
+    shown, standing = corpus_warning_lines(corpus.warnings, config.cache_dir, corpus.digest)
+    assert len(shown) == 1 and "gives the ID of an earlier section" in shown[0] and standing == ""
+    assert corpus_warning_lines(corpus.warnings, config.cache_dir, corpus.digest)[0] == []

@@ -21,7 +21,7 @@ from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
 from ragtrack.engines import ENGINES, Engine, JudgeSource, VersionSource, Work, make_engine
 from ragtrack.engines.local import LocalEngine
-from ragtrack.errors import RagtrackError, warning_summary
+from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.alignment import load_aligned
@@ -351,8 +351,12 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
     if database is not None and not database.exists():  # the first eval here, or a mistyped --tracking-uri
         progress.on_stage(f"a new tracking store: {database}")
     store = open_store(config, o.tracking_uri)
-    for line in warning_summary(corpus.warnings):  # once the store answers: an error stays one line
+    # Once the store answers (an error stays one line), and once per corpus change, not at every eval.
+    shown, standing = corpus_warning_lines(corpus.warnings, config.cache_dir, corpus.digest)
+    for line in shown:
         progress.on_warning(line)
+    if standing:
+        progress.on_stage(standing)
     for note in unfinished(store):  # the champion this eval will be compared with is not as promote left it
         progress.on_warning(note)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ragtrack.caches import CACHE_KINDS, Entry, entries, prune
 from ragtrack.config import CONFIG_FILE, load_config
-from ragtrack.errors import RagtrackError
+from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.files import atomic_write_text
 
 GOLDEN_FILE = "golden.jsonl"
@@ -62,6 +62,8 @@ def init_project(directory: str | Path = ".", *, language: str | None = None, co
         report.corpus_warnings = [str(w) for w in loaded.warnings]
 
     _write(report, CONFIG_FILE, _config_text(relative_corpus, language))
+    if loaded is not None:  # init prints them: the project's first eval only says they stand
+        corpus_warning_lines(loaded.warnings, load_config(root).cache_dir, loaded.digest)
     for version in BUILTIN_VERSIONS:
         _write(report, f"pipelines/{version}.toml", (builtin_dir() / f"{spec_set}-{version}.toml").read_text("utf-8"))
     for prompt in sorted((builtin_dir() / "prompts" / language).glob("*.md")):
