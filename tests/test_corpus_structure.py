@@ -10,7 +10,10 @@ import pytest
 from ragtrack.corpus import MIN_PASSAGE_CHARS, MIN_SECTION_CHARS, load_corpus, split_document
 
 DATA = Path(__file__).parent / "data" / "structure"
-SEEDS = Path(os.environ.get("RAGTRACK_SEEDS", Path(__file__).parents[2] / "shared" / "seeds"))
+# CI keeps ../shared beside the clone; RAGTRACK_SHARED points elsewhere.
+SHARED = Path(os.environ.get("RAGTRACK_SHARED", Path(__file__).parents[2] / "shared"))
+SEEDS = SHARED / "seeds"
+CMRC = SHARED / "benchmarks" / "cmrc2018_zh" / "normalized" / "dev" / "corpus.jsonl"
 
 CODE_ARTICLE_TREE = [
     (),  # the title and the lead paragraph
@@ -120,6 +123,20 @@ def test_the_seed_articles_as_txt():
     indented = doc.text.replace("\n# 安装依赖", "\n    # 安装依赖").replace("\n# 1. ", "\n    # 1. ")
     again = split_document(doc.id, indented)[0]
     assert {p.heading_path for p in again.passages if p.heading_path} == headings
+
+
+@pytest.mark.skipif(not CMRC.is_file(), reason="CMRC 2018 lives beside the clone, not in it")
+def test_cmrc_paragraphs_saved_as_txt_find_no_headings(tmp_path):
+    """848 Chinese Wikipedia paragraphs, numbered notes inside them (``…请至战国无双系列1.由于…``): as
+    ``.txt`` files, each is one passage with no heading taken."""
+    import json
+
+    rows = [json.loads(line) for line in CMRC.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        (tmp_path / f"{row['id']}.txt").write_text(row["text"], encoding="utf-8")
+    corpus = load_corpus(tmp_path)
+    assert len(corpus) == len(rows) == 848
+    assert not any(d.sectioned for d in corpus.documents.values())
 
 
 def test_corpus_warnings_are_printed_once_per_corpus_change(tmp_path):
