@@ -428,6 +428,23 @@ class GoldenNotReadyError(RagtrackError):
     """The golden set has items an eval must not score: unanswered, or stale GT."""
 
 
+EXAMPLE_CAUTION = "the golden set is still example questions"  # how compare finds it among a run's cautions
+
+
+def example_caution(golden: GoldenSet) -> str | None:
+    """What to say when every item is still an offline template (as ``ragtrack init`` writes its example
+    set): the figures then describe template questions, not the ones users ask."""
+    from ragtrack.authoring.propose import TEMPLATE_TAG
+
+    if not golden.items or not all(TEMPLATE_TAG in i.tags for i in golden.items):
+        return None
+    return (
+        f"{EXAMPLE_CAUTION}: all {len(golden.items)} items are offline templates "
+        f"(tag {TEMPLATE_TAG!r}, as `ragtrack init` wrote them), so these figures describe the templates, not your "
+        "users' questions; write your own (`ragtrack golden propose --doc …`, then review them)"
+    )
+
+
 def check_ready(golden: GoldenSet, corpus: Corpus, *, allow_stale: bool = False) -> list[Staleness]:
     """Refuse to score items without a GT answer, or whose GT moved (unless ``allow_stale``).
 

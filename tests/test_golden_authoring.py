@@ -330,7 +330,7 @@ def test_the_offline_answer_skips_table_rows_and_headings_and_keeps_chinese_full
     assert "| 驱动 | 自动 |" in extractive_answer("驱动要求？", (table_only,), "zh")  # nothing else to say
 
 
-def test_a_type_b_template_lists_distinct_parts_and_says_when_it_takes_only_the_first():
+def test_a_type_b_template_lists_distinct_parts_and_takes_at_most_the_first_ones():
     """A section of 11 subsections (the first split in ~pN paragraphs) got "List the points of all 4 of
     its parts" with a GT of 4 paragraphs of its first subsection."""
     from ragtrack.authoring.propose import MAX_PARTS, ProposeInput, template_candidates
@@ -350,10 +350,11 @@ def test_a_type_b_template_lists_distinct_parts_and_says_when_it_takes_only_the_
         return [passages[int(label[1:]) - 1].id for label in candidate.labels]
 
     # A section whose every part fits comes first, and "all" is true of it.
-    assert first.question == 'What does "Troubles" cover? List the points of all 2 of its parts.'
+    assert first.question == "What are the main points about troubles?"  # of its topic, not of its parts
     assert ids(first) == ["troubles.md#troubles/too-fast", "troubles.md#troubles/too-slow"]
     # The long one is asked about its first parts, one passage per subsection.
-    assert second.question == f'What do the first {MAX_PARTS} parts of "Origins" say? List their points.'
+    assert second.question == "What are the main points about origins?"
+    assert len(second.labels) == MAX_PARTS
     assert ids(second) == ["origins.md#origins/ethiopia", *(f"origins.md#origins/region-{n}" for n in range(3))]
 
 
@@ -416,3 +417,70 @@ def test_a_section_split_for_the_first_time_and_a_deleted_document_get_advice_th
     assert "in a1, a GT passage's section is now split: name the split(s) that hold the answer" in advice
     assert "rewrite or retire a2: their GT documents are no longer in the corpus" in advice
     assert "to accept the new text" not in advice and "new IDs" not in advice
+
+
+@pytest.mark.parametrize(
+    ("sentence", "topic", "language", "question"),
+    [
+        # a number is asked as how many / how much, up to the end of its clause
+        ("维修时更换的部件或整机，享受 90 天保修或原机剩余保修期，以较长者为准。", "维修后的保修", "zh",
+         "维修时更换的部件或整机，享受多少天保修或原机剩余保修期？"),
+        ("每个账号最多可以创建或加入 10 个家庭，不同家庭的设备彼此独立。", "创建家庭", "zh",
+         "每个账号最多可以创建或加入多少个家庭？"),
+        ("块太大会混入多个话题，因为一个块里装了好几段。", "切块", "zh", "为什么块太大会混入多个话题？"),
+        ("检索增强生成是指先检索再生成的问答方式。", "概念", "zh", "检索增强生成是什么？"),
+        ("在家庭管理页面点击创建家庭即可。", "创建家庭", "zh", "创建家庭应该怎么做？"),
+        ("这一节没有数字也没有原因。", "其他", "zh", "关于其他，需要知道什么？"),
+        ("SDXL 1.0 was released as 2 models, a base and a refiner.", "SDXL", "en",
+         "SDXL 1.0 was released as how many models?"),  # 1.0 is a version, 2 counts models
+        ("The refiner is a second model that sharpens details.", "SDXL", "en", "What is the refiner?"),
+        ("Generation is slow because the model does not fit in VRAM.", "Slow", "en",
+         "Why is it that generation is slow?"),
+        ("Keep the gateway powered during an update.", "Updating", "en", "What should I know about updating?"),
+        ("The default graph expects an SD1.5 checkpoint.", "Graph", "en", "What should I know about graph?"),
+        ("Is the gateway online?", "Status", "en", None),  # a question answers nothing
+        ("这一节没有数字也没有原因。", "", "zh", None),  # no topic: a file name is not asked about
+    ],
+)  # fmt: skip
+def test_offline_questions_are_the_ones_a_statement_answers(sentence, topic, language, question):
+    from ragtrack.authoring.propose import question_for
+
+    assert question_for(sentence, topic, language) == question
+
+
+def test_the_offline_templates_never_write_a_blank_or_ask_about_parts():
+    """init's example set had "——横线处应填什么？" and "how many points does section 'Task Instructions'
+    make" items; every template of every type on the Chinese example corpus is now a question."""
+    from ragtrack.authoring.propose import ProposeInput, template_candidates
+    from ragtrack.corpus import load_corpus
+    from tests.conftest import REPO
+
+    passages = tuple(load_corpus(REPO / "examples" / "zh-kb" / "docs").passages.values())
+    questions = [c.question for t in "ABCD" for c in template_candidates(ProposeInput(t, 5, passages, "zh"))]
+    assert len(questions) >= 12
+    assert all(q.endswith("？") for q in questions)
+    assert not [q for q in questions if "____" in q or "横线" in q or "小节" in q or "几点" in q]
+
+
+def test_init_writes_example_questions_and_eval_says_while_they_are_untouched(tmp_path):
+    """The first compare ran on init's 4 template items and nothing said so."""
+    from ragtrack.api import init_project
+    from ragtrack.config import load_config
+    from ragtrack.golden import example_caution, load_golden
+
+    shutil.copytree(DATA / "structure", tmp_path / "docs")
+    report = init_project(tmp_path / "p", corpus=str(tmp_path / "docs"), language="zh")
+    assert report.example_types
+    config = load_config(tmp_path / "p")
+    golden = load_golden(tmp_path / "p" / "golden.jsonl", config.load_corpus())
+    assert all(i.question.endswith(("？", "?")) and "____" not in i.question for i in golden.items)
+    assert example_caution(golden) == (
+        f"the golden set is still example questions: all {len(golden.items)} items are offline templates (tag "
+        "'template', as `ragtrack init` wrote them), so these figures describe the templates, not your users' "
+        "questions; write your own (`ragtrack golden propose --doc …`, then review them)"
+    )
+    # One item of the user's own and the set is theirs.
+    lines = (tmp_path / "p" / "golden.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[0] = lines[0].replace('"template"', '"mine"')
+    (tmp_path / "p" / "golden.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert example_caution(load_golden(tmp_path / "p" / "golden.jsonl", config.load_corpus())) is None

@@ -22,6 +22,7 @@ from ragtrack.evaluation.human_labels import PPIReport, delta_figures, match
 from ragtrack.evaluation.judges import JUDGES
 from ragtrack.evaluation.power import Power, power_of
 from ragtrack.evaluation.promotion import Decision, Rule
+from ragtrack.golden import EXAMPLE_CAUTION
 from ragtrack.records import RunSummary
 from ragtrack.spec import BUILTIN_VERSIONS, load_spec, resolve_spec_path, version_order
 from ragtrack.tracking.compare import log_comparison
@@ -148,6 +149,8 @@ def compare(
     records_a, records_b = store.records(a.run_id), store.records(b.run_id)
     if note := cutoff_note(rank_depth(a, records_a), rank_depth(b, records_b)):
         warnings.append(note)
+    # The eval run tagged it (ragtrack.warning.example_golden): both sides ran on init's example set.
+    warnings += sorted({c for c in b.cautions if c.startswith(EXAMPLE_CAUTION)})
     if a.substituted or b.substituted:
         warnings.append("substituted models in " + ", ".join(r.version for r in (a, b) if r.substituted))
     clustering = cluster or config.compare.cluster

@@ -38,7 +38,7 @@ from ragtrack.evaluation.human_labels import (
 from ragtrack.evaluation.judges import JudgePanel
 from ragtrack.evaluation.promotion import Rule
 from ragtrack.evaluation.runner import Checkpoint, EvalOutcome, ItemSink
-from ragtrack.golden import GoldenSet, check_ready, load_golden
+from ragtrack.golden import GoldenSet, check_ready, example_caution, load_golden
 from ragtrack.llm import make_llm
 from ragtrack.llm.accounting import Accounting, Usage
 from ragtrack.records import ItemRecord
@@ -321,6 +321,8 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
             f"--allow-stale: {len(stale)} item(s) scored against GT passages the corpus changed or removed "
             f"since they were written ({ids}); their retrieval figures may be wrong (`ragtrack golden validate`)"
         )
+    if example := example_caution(golden):
+        limits["example_golden"] = example
     for message in limits.values():
         progress.on_warning(message)
     min_overlap = config.eval.min_overlap

@@ -6,12 +6,15 @@ were drawn from — the suggested GT — with a solution path and a draft answer
 
 Offline, a deterministic *template* proposer stands in, and every candidate it
 writes says so (tag ``template``, a note): it turns a passage's key sentence
-(the one with a number, or with the passage's most distinctive words) into a
-fill-in-the-blank question (A), asks for the points of a section's
-subsections (B), pairs passages of two documents that share distinctive words
-(C), and follows a term that one passage mentions to the passage of another
-document whose heading names it (D). The questions read like templates because
-they are: a person rewrites them in a user's words during review.
+(the one with a number, or with the passage's most distinctive words) into the
+question that sentence answers — how much/how many for a number, why for a
+reason, what for a definition, how for a step — (A), asks what a section says
+about its topic (B), pairs passages of two documents that share distinctive
+words (C), and follows a term that one passage mentions to the passage of another
+document whose heading names it (D). Never a fill-in-the-blank, never a question
+about how a section is numbered or cut: the questions are ones a user could ask,
+though plainer than a user's; a person rewrites them in a user's words during
+review.
 """
 
 from __future__ import annotations
@@ -72,7 +75,6 @@ TEMPLATE_NOTE = {
 }
 _NUMBER = re.compile(r"(?<![A-Za-z_])\d+(?:[.,:：]\d+)*")
 _TYPE = re.compile(r"^\s*(?:type|类型)?\s*([ABCD])\b", re.IGNORECASE)
-BLANK = "____"
 
 
 @dataclass(frozen=True)
@@ -211,18 +213,107 @@ class _Material:
             self._key_sentences[p.id] = max(sentences, key=score) if sentences else ""
         return self._key_sentences[p.id]
 
-    def cloze(self, p: Passage) -> tuple[str, str] | None:
-        """(sentence with one fact blanked out, the sentence): its first number, else its most distinctive word."""
+    def ask(self, p: Passage) -> tuple[str, str] | None:
+        """(the question the passage's key sentence answers, the sentence), or None when it answers none
+        that reads as one (see :func:`question_for`)."""
         sentence = self.key_sentence(p)
-        if not sentence:
-            return None
-        if m := _NUMBER.search(sentence):
-            return sentence[: m.start()] + BLANK + sentence[m.end() :], sentence
-        for word in self.keywords(p):
-            if word in sentence.lower() and len(word) > 1:
-                start = sentence.lower().index(word)
-                return sentence[:start] + BLANK + sentence[start + len(word) :], sentence
+        # A file name is no topic a user asks about: a heading-less passage's is its most distinctive word.
+        words = [w for w in self.keywords(p) if len(w) > 1 and w in sentence.lower()] if sentence else []
+        topic = p.heading_path[-1] if p.heading_path else (words[0] if words else "")
+        question = question_for(sentence, topic, self.language) if sentence else None
+        return (question, sentence) if question else None
+
+
+_UNIT_ZH = re.compile(
+    r"^\s*(%|％|个|次|天|小时|分钟|秒|毫秒|年|月|周|元|公里|千米|毫升|升|克|千克|公斤|米|厘米|毫米|字符|字|条|步|页|位|倍|种|台"
+    r"|人|伏|瓦|度|GB|MB|KB|ms|s)"
+)
+_UNIT_EN = re.compile(r"^\s*(%|[A-Za-z]+)")
+_REASON_ZH = re.compile(
+    r"^(?P<effect>.+?)[，,]\s*(?:因为|由于|是因为)(?P<cause>.+)$|^(?:因为|由于)(?P<cause2>.+?)[，,](?:所以|因此)?(?P<effect2>.+)$"
+)
+_DEFINE_ZH = re.compile(r"^(?P<subject>[^，,。；：:]{2,16}?)(?:是指|指的是|是)(?P<rest>.{4,})$")
+_DEFINE_EN = re.compile(r"^(?P<subject>(?:An?|The)?\s*[\w .-]{2,40}?)\s+(?:is|are|means)\s+(?P<rest>.{6,})$")
+_STEP_ZH = re.compile(r"(?:点击|打开|进入|设置|安装|运行|执行|选择|输入|按住|长按|重启|填入|填写)")
+_ASKING = re.compile(r"[？?]\s*$")
+
+
+def question_for(sentence: str, topic: str, language: str) -> str | None:
+    """The question a statement answers, written from its own words: its number asked as how many / how
+    much (the clause up to it, the rest dropped), a cause as why, a definition as what, a step as how;
+    else what the statement says of its topic. ``None`` for a sentence that is itself a question."""
+    sentence = sentence.strip().rstrip("。.!！;；")
+    if not sentence or _ASKING.search(sentence):
         return None
+    topic = topic.strip()
+    if language == "zh":
+        if found := _counted_zh(sentence):
+            m, u = found
+            clause_end = re.search(r"[，,；;。]", sentence[m.end() :])
+            head = sentence[: m.start()].rstrip()
+            tail = sentence[m.end() + u.end() : m.end() + clause_end.start() if clause_end else len(sentence)]
+            return f"{head}多少{u.group(1).strip()}{tail.strip()}？"
+        if m := _REASON_ZH.match(sentence):
+            effect = (m.group("effect") or m.group("effect2") or "").strip()
+            return f"为什么{effect}？" if effect else None
+        if m := _DEFINE_ZH.match(sentence):
+            return f"{m.group('subject').strip()}是什么？"
+        if _STEP_ZH.search(sentence) and topic:
+            return f"{topic}应该怎么做？"
+        return f"关于{topic}，需要知道什么？" if topic else None
+    if found := _counted_en(sentence):
+        m, u = found
+        unit = u.group(1)
+        many = "what percentage" if unit == "%" else f"how many {unit}"
+        head = sentence[: m.start()].rstrip()
+        clause_end = re.search(r"[,;]", sentence[m.end() :])
+        tail = sentence[m.end() + u.end() : m.end() + clause_end.start() if clause_end else len(sentence)]
+        return f"{head} {many}{tail.rstrip()}?".strip()
+    if (m := re.match(r"^(?P<effect>.+?),?\s+because\s+.+$", sentence, re.I)) is not None:
+        return f"Why is it that {m.group('effect')[0].lower()}{m.group('effect')[1:]}?"
+    if m := _DEFINE_EN.match(sentence):
+        subject = _lower_first(m.group("subject").strip())
+        verb = "are" if subject.endswith("s") and not subject.endswith("ss") else "is"
+        return f"What {verb} {subject}?"
+    return f"What should I know about {_lower_first(topic)}?" if topic else None
+
+
+# Chinese numerals count too (三克茶叶, 一百五十毫升), but not a lone 一 (一个, 一滴: "a", "one").
+_CJK_DIGITS = "零一两二三四五六七八九十百千万"
+_CJK_NUMBER = re.compile(rf"[{_CJK_DIGITS[2:]}零][{_CJK_DIGITS}]*|一[{_CJK_DIGITS}]+")
+
+
+def _counted_zh(sentence: str) -> tuple[re.Match, re.Match] | None:
+    """The first number, Arabic or Chinese, followed by a unit (``90 天``, ``三百公里``)."""
+    for pattern in (_NUMBER, _CJK_NUMBER):
+        for m in pattern.finditer(sentence):
+            if u := _UNIT_ZH.match(sentence[m.end() :]):
+                return m, u
+    return None
+
+
+_NOT_UNITS = frozenset("a an and are as at be by for from in is it of on or the to was were with".split())
+
+
+def _counted_en(sentence: str) -> tuple[re.Match, re.Match] | None:
+    """The first number that counts something (``2 models``, ``30 %``), not a version (``SDXL 1.0 was``,
+    ``SD1.5 checkpoint``)."""
+    for m in _NUMBER.finditer(sentence):
+        u = _UNIT_EN.match(sentence[m.end() :])
+        part_of_a_name = m.start() > 0 and (sentence[m.start() - 1].isalpha() or sentence[m.start() - 1] == ".")
+        if (
+            u
+            and not part_of_a_name
+            and u.group(1).lower() not in _NOT_UNITS
+            and (u.group(1) == "%" or "." not in m.group())
+        ):
+            return m, u
+    return None
+
+
+def _lower_first(text: str) -> str:
+    """ "The gateway" → "the gateway"; an acronym ("SDXL", "VRAM") stays."""
+    return text if text[:2].isupper() else text[:1].lower() + text[1:]
 
 
 def _heading(p: Passage) -> str:
@@ -251,17 +342,12 @@ def template_candidates(inp: ProposeInput) -> list[RawCandidate]:
 def _single_point(m: _Material, n: int) -> list[RawCandidate]:
     zh = m.language == "zh"
     ranked = sorted(
-        (p for p in m.passages if m.cloze(p)),
+        (p for p in m.passages if m.ask(p)),
         key=lambda p: (not _NUMBER.search(m.key_sentence(p)), m.position[p.id]),
     )
     out = []
     for p in ranked[:n]:
-        blanked, sentence = m.cloze(p)
-        q = (
-            f"「{_heading(p)}」一节写道：“{blanked}”——横线处应填什么？"
-            if zh
-            else f'The section "{_heading(p)}" says: "{blanked}" What goes in the blank?'
-        )
+        q, sentence = m.ask(p)
         path = f"答案就在 {m.label(p)}（{_heading(p)}）这一段。" if zh else f"{m.label(p)} ({_heading(p)}) states it."
         out.append(RawCandidate(q, "A", (m.label(p),), path, sentence, template=True))
     return out
@@ -288,18 +374,8 @@ def _scattered(m: _Material, n: int) -> list[RawCandidate]:
     for (doc_id, parent), parts in ranked[:n]:
         name = parent[-1] if parent else doc_id
         members = parts[:MAX_PARTS]
-        if len(parts) <= MAX_PARTS:
-            q = (
-                f"「{name}」这部分一共讲了哪几点？请把 {len(members)} 个小节的要点都列出来。"
-                if zh
-                else f'What does "{name}" cover? List the points of all {len(members)} of its parts.'
-            )
-        else:
-            q = (
-                f"「{name}」的前 {len(members)} 个小节各讲了什么？请列出要点。"
-                if zh
-                else f'What do the first {len(members)} parts of "{name}" say? List their points.'
-            )
+        # What a user asks of a topic, not of how the document cut it into parts.
+        q = f"{name}有哪些要点？" if zh else f"What are the main points about {_lower_first(name)}?"
         labels = "、".join(_labels(m, members)) if zh else ", ".join(_labels(m, members))
         path = f"要点分散在同一文档的 {labels} 中，需逐段汇总。" if zh else f"The points are spread over {labels}."
         draft = _join([m.key_sentence(p) for p in members], m.language)
@@ -348,7 +424,7 @@ def _multi_hop(m: _Material, n: int) -> list[RawCandidate]:
     zh = m.language == "zh"
     bridges = []
     for j, target in enumerate(m.passages):
-        if not m.cloze(target):
+        if not m.ask(target):
             continue
         terms = [t for t in content_tokens(_heading(target)) if len(t) >= (2 if zh else 4)]
         for i, clue in enumerate(m.passages):
@@ -366,12 +442,11 @@ def _multi_hop(m: _Material, n: int) -> list[RawCandidate]:
         if clue.id in used or target.id in used:
             continue
         used |= {clue.id, target.id}
-        blanked, sentence = m.cloze(target)
-        q = (
-            f"「{_heading(clue)}」里提到了“{term}”。顺着这条线索查下去：“{blanked}”——横线处应填什么？"
-            if zh
-            else f'"{_heading(clue)}" mentions "{term}". Following that lead: "{blanked}" What goes in the blank?'
-        )
+        asked, sentence = m.ask(target)
+        if clue.heading_path:
+            q = f"{_heading(clue)}提到了{term}——{asked}" if zh else f"{_heading(clue)} mentions {term}: {asked}"
+        else:
+            q = f"说到{term}：{asked}" if zh else f"Speaking of {term}: {asked}"
         path = (
             f"先在 {m.label(clue)}（{_heading(clue)}）找到线索“{term}”，"
             f"再到 {m.label(target)}（{_heading(target)}）找答案。"
