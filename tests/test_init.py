@@ -56,7 +56,7 @@ def test_init_scaffolds_a_chinese_project_that_validates_and_evaluates(tmp_path)
         assert (root / name).is_file(), name
     assert "ComfyUI" not in (root / "pipelines" / "prompts" / "zh" / "answer_plain.md").read_text("utf-8")
     assert 'corpus = "articles"' in (root / "ragtrack.toml").read_text("utf-8")
-    assert "ragtrack eval --version v1" in (root / "README.md").read_text("utf-8")
+    assert "ragtrack eval v1" in (root / "README.md").read_text("utf-8")
     # Heading-less articles are reported, as one passage each (they are short).
     assert "no headings" in result.output
     items = [json.loads(line) for line in (root / "golden.jsonl").read_text("utf-8").splitlines()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from ragtrack.caches import CACHE_KINDS, Entry, entries, prune
 from ragtrack.config import CONFIG_FILE, load_config
 from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.files import atomic_write_text
+from ragtrack.heartbeat import heartbeat
 
 GOLDEN_FILE = "golden.jsonl"
 LANGUAGES = ("en", "zh")
@@ -31,7 +33,13 @@ class InitReport:
     corpus_warnings: list[str] = field(default_factory=list)
 
 
-def init_project(directory: str | Path = ".", *, language: str | None = None, corpus: str | None = None) -> InitReport:
+def init_project(
+    directory: str | Path = ".",
+    *,
+    language: str | None = None,
+    corpus: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> InitReport:
     """Scaffold a project in ``directory``: ragtrack.toml, pipelines/ v1–v5 with prompts in the corpus's
     language, an example golden set with one item per type (from the corpus, when there is one), a
     README stub with the next commands and a .gitignore. Files that exist are never overwritten.
@@ -48,6 +56,9 @@ def init_project(directory: str | Path = ".", *, language: str | None = None, co
         raise RagtrackError(f"{corpus_path}: corpus not found (a folder of .md/.txt files or a .jsonl passage file)")
     if language is not None and language not in LANGUAGES:
         raise RagtrackError(f"unknown language {language!r}; expected one of: {', '.join(LANGUAGES)}")
+    say = progress or (lambda _: None)
+    if corpus_path.exists():
+        say(f"reading the corpus {corpus_path}")
     loaded = _corpus_or_none(corpus_path) if corpus_path.exists() else None
     # Only now, with every input checked: a mistyped command leaves no empty project behind.
     root.mkdir(parents=True, exist_ok=True)
@@ -83,7 +94,7 @@ def init_project(directory: str | Path = ".", *, language: str | None = None, co
             "(`ragtrack golden propose --doc …`, see the README stub)"
         )
     else:
-        _example_golden(report, loaded)
+        _example_golden(report, loaded, say)
     # The user's own README stays theirs: the stub then goes beside it.
     existing = root / "README.md"
     ours = existing.is_file() and "`ragtrack init`" in existing.read_text("utf-8", errors="replace")
@@ -117,7 +128,7 @@ def _write(report: InitReport, relative: str, text: str) -> None:
     report.written.append(relative)
 
 
-def _example_golden(report: InitReport, corpus) -> None:
+def _example_golden(report: InitReport, corpus, say: Callable[[str], None]) -> None:
     """One example item per type, proposed from the corpus by the offline template proposer, accepted and
     answered extractively: the real golden-set SOP, run without a model, so eval works at once."""
     from ragtrack.api.golden import accept_candidates, answer_golden, propose
@@ -127,13 +138,17 @@ def _example_golden(report: InitReport, corpus) -> None:
     docs = sorted(corpus.documents.values(), key=lambda d: (-len(d.passages), d.id))[:4]
     candidates = report.root / ".ragtrack" / "init-candidates.jsonl"
     candidates.unlink(missing_ok=True)
-    proposed = propose([d.id for d in docs], n=1, llm="offline", out=str(candidates), root=report.root)
+    say(f"writing the example golden set: questions from the {len(docs)} largest documents (offline templates)")
+    with heartbeat(say, "writing the example questions"):
+        proposed = propose([d.id for d in docs], n=1, llm="offline", out=str(candidates), root=report.root)
     picked = {}
     for c in proposed.added:
         picked.setdefault(c.type, c.id)
     if picked:
         accept_candidates(item_ids=list(picked.values()), candidates_path=str(candidates), root=report.root)
-        answer_golden(root=report.root)
+        say(f"answering the {len(picked)} example questions from their passages")
+        with heartbeat(say, "answering the example questions"):
+            answer_golden(root=report.root)
         report.written.append(GOLDEN_FILE)
     candidates.unlink(missing_ok=True)
     report.example_types = [t for t in TYPES if t in picked]
@@ -186,8 +201,8 @@ def _readme_text(report: InitReport) -> str:
     ragtrack golden accept --id a001   # 审核后的候选题 → 黄金集
     ragtrack golden answer             # 从 GT 段落生成参考答案
     ragtrack golden validate           # 检查黄金集与知识库是否一致
-    ragtrack eval --version v1         # 评测一个版本并记录到 MLflow
-    ragtrack eval --version v5
+    ragtrack eval v1                   # 评测一个版本并记录到 MLflow
+    ragtrack eval v5
     ragtrack compare v1 v5             # 逐题配对比较
     ragtrack promote v1                # 还没有冠军时，v1 成为冠军
     ragtrack versions                  # 各版本与冠军
@@ -213,8 +228,8 @@ Next:
     ragtrack golden accept --id a001   # reviewed candidates → golden set
     ragtrack golden answer             # GT answers from the GT passages
     ragtrack golden validate           # golden set against the corpus
-    ragtrack eval --version v1         # evaluate a version, log an MLflow run
-    ragtrack eval --version v5
+    ragtrack eval v1                   # evaluate a version, log an MLflow run
+    ragtrack eval v5
     ragtrack compare v1 v5             # paired, item by item
     ragtrack promote v1                # no champion yet: v1 becomes it
     ragtrack versions                  # versions and the champion

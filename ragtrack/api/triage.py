@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.heartbeat import heartbeat
 from ragtrack.llm import LLM
 from ragtrack.production.judging import Judging, judge_messages, reference_free_panel
 from ragtrack.production.messages import ProductionMessage
@@ -132,9 +133,10 @@ def triage_logs(
         for m in messages
     }
     space = QuestionSpace(question_embedder(corpus.language), corpus.language)
-    progress(f"clustering {len(messages)} questions ({space.label})")
+    progress(f"clustering {len(messages)} questions ({space.label}; embedding them first, minutes on a busy machine)")
     items = [(i.id, i.question) for i in golden.items] if golden else []
-    result = triage(messages, evidence, space, items, similarity=similarity, coverage=coverage)
+    with heartbeat(progress, f"clustering {len(messages)} questions"):
+        result = triage(messages, evidence, space, items, similarity=similarity, coverage=coverage)
     return TriageReport(result, judging, sample_rate, experiment, messages, space.embedder)
 
 
@@ -204,7 +206,9 @@ def propose_from_logs(
     embedding = default_embedding(corpus.language)
     mode = resolve_mode("auto", corpus.language, embedding)
     reuse = report.embedder if report.embedder is not None and mode != "bm25" else None
-    search = PassageSearch(corpus, config.cache_dir, mode, embedding, embedder=reuse)  # type: ignore[arg-type]
+    say = triage_options.get("progress") or (lambda line: None)
+    say(f"finding GT passages for {len(chosen)} candidate(s) ({mode} search over {len(corpus)} passages)")
+    search = PassageSearch(corpus, config.cache_dir, mode, embedding, embedder=reuse, on_stage=say)  # type: ignore[arg-type]
     by_id = {m.message_id: m for m in report.messages}
     today = today or datetime.now(UTC).date().isoformat()
     added = []

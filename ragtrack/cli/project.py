@@ -33,11 +33,16 @@ def init(directory, language, corpus_path):
 
     \b
     Example:
-      ragtrack init qa-eval --corpus ~/docs/handbook   # then: cd qa-eval && ragtrack eval --version v1
+      ragtrack init qa-eval --corpus ~/docs/handbook   # then: cd qa-eval && ragtrack eval v1
     """
     from ragtrack.api import init_project
 
-    report = init_project(directory, language=language, corpus=corpus_path)
+    report = init_project(
+        directory,
+        language=language,
+        corpus=corpus_path,
+        progress=lambda line: err.print(f"[dim]{line}[/]", highlight=False),
+    )
     console.print(
         f"[green]initialised[/] {report.root} · language {report.language} · versions {report.spec_set} · "
         f"corpus {report.corpus} ({report.documents} documents, {report.passages} passages)",
@@ -54,7 +59,7 @@ def init(directory, language, corpus_path):
     for note in report.notes:
         warn(note, "note:")
     where = "" if directory == "." else f"cd {shlex.quote(directory)} && "
-    console.print(f"next: {where}ragtrack golden validate && ragtrack eval --version v1", highlight=False)
+    console.print(f"next: {where}ragtrack golden validate && ragtrack eval v1", highlight=False)
 
 
 @main.command()

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage
 from ragtrack.caches import cache_path
 from ragtrack.errors import InputError, Problem, RagtrackError
+from ragtrack.heartbeat import heartbeat
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
 from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
@@ -147,7 +148,13 @@ class PipelineAgent:
             self.setup = Setup("index from cache", from_cache=True)
             return units, IndexStats(len(units.chunks), len(units.parents), True, key), dense
 
-        units = self._build_units()
+        say = ctx.on_stage or (lambda _: None)
+        say(
+            f"building {self.loaded.name}'s index of {len(self.corpus)} passages: once for this corpus and spec "
+            f"(kept in {folder.parent}; the next evals read it)"
+        )
+        with heartbeat(ctx.on_stage, f"building {self.loaded.name}'s index"):
+            units = self._build_units()
         dense = DenseIndex.build(units.chunks, self.embedder) if self.mode.needs_dense else None
         # Everything offline generation compares questions with, embedded now and once: the
         # sentences of every unit that can be handed to the generator, and the units' topics.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from ragtrack.heartbeat import heartbeat
 from ragtrack.pipeline.models import ResolvedModel
 from ragtrack.pipeline.query_vectors import QueryVectorCache
 
@@ -76,10 +77,14 @@ class Embedder(Embeddings):
         with self._lock:
             if self._model is None:
                 if self._on_stage is not None:
-                    self._on_stage(f"loading the embedding model {self.model_info.used}")
-                from sentence_transformers import SentenceTransformer
+                    self._on_stage(
+                        f"loading the embedding model {self.model_info.used} (once per process; seconds, or minutes "
+                        "on a busy machine)"
+                    )
+                with heartbeat(self._on_stage, f"loading the embedding model {self.model_info.used}"):
+                    from sentence_transformers import SentenceTransformer
 
-                self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
+                    self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
             return self._model
 
     def encode(self, texts: list[str]) -> np.ndarray:
