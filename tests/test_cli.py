@@ -364,6 +364,18 @@ def test_progress_lines_outside_a_terminal_have_a_rate_and_an_eta():
     assert p.line(600.0).endswith("10.0 min elapsed, done")
 
 
+def test_the_eta_counts_from_the_first_item_not_the_start_up():
+    """A Spark eval's first line said ETA 111 min: its session's start-up was counted as item time."""
+    from ragtrack.cli.evaluate import ItemProgress
+
+    p = ItemProgress("eval v1")
+    p.total, p.done, p.resumed, p.started = 48, 0, 0, 0.0
+    p.first_at, p.first_done, p.done = 120.0, 1, 1  # two minutes of start-up, then the first item
+    assert p.line(120.0, 120.0) == "1/48 items, 0.00 items/s, 2.0 min elapsed, ETA after the next item"
+    p.done = 11  # ten more, 2 s each
+    assert p.line(140.0, 140.0) == "11/48 items, 0.50 items/s, 2.3 min elapsed, ETA 74 s"
+
+
 def test_tables_piped_to_a_file_print_whole_never_cut_to_80_columns(evaluated):
     """A CI log or `| tee`: no terminal, so no width to fit — every cell in full."""
     import os

@@ -320,7 +320,12 @@ def _fail(ctx: click.Context, message: str) -> None:
 
 
 @click.group(cls=_Group)
-@click.version_option(package_name="ragtrack")
+# The program's version. A pipeline version is eval's argument (`ragtrack eval v5`; `eval --version v5`,
+# the older spelling, still works), so the line says which version it is.
+@click.version_option(
+    package_name="ragtrack",
+    message="ragtrack %(version)s (the program; a pipeline version is eval's argument: ragtrack eval v5)",
+)
 @click.option(
     "--root",
     type=click.Path(file_okay=False),
