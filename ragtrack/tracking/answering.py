@@ -19,6 +19,7 @@ for every task; the index and models behind it load once).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -67,9 +68,15 @@ def built_agent(spec: LoadedSpec, settings: ModelSettings) -> tuple[Agent, Corpu
             config = load_config(settings.root)
             # Relative: to the project (models logged before the path was made absolute).
             corpus = config.load_corpus(config.path(settings.corpus) if settings.corpus else None)
-            ctx = AgentContext(corpus, config, config.eval.min_overlap, settings.use_cache)
+            # The model's process (`ragtrack serve`, a Spark task) has no progress printer: what takes
+            # seconds or minutes (the index, the embedding model) is said on its stderr, the server's log.
+            ctx = AgentContext(corpus, config, config.eval.min_overlap, settings.use_cache, on_stage=_say)
             _agents[key] = (build_agent(spec, ctx), corpus)
         return _agents[key]
+
+
+def _say(line: str) -> None:
+    print(f"ragtrack: {line}", file=sys.stderr, flush=True)
 
 
 def answer_all(spec: LoadedSpec, settings: ModelSettings, questions: list[str]) -> list:
