@@ -90,13 +90,18 @@ def test_paragraph_scraps_join_their_neighbour():
 
 
 def test_a_short_section_joins_its_subsection_or_its_sibling_not_the_previous_chapter():
-    text = (
-        "一、第一章\n\n第一章的正文足够长，说明了这一章要讲的全部内容和背景。\n\n"
-        "二、第二章\n\n2.1 简介\n\n很短。\n\n2.2 细节\n\n第二章细节部分的正文也足够长，讲清楚了每一个步骤。\n"
-    )
-    doc, warnings = split_document("c.txt", text)
-    assert [p.id for p in doc.passages] == ["c.txt#第一章", "c.txt#第二章/细节"]
-    assert doc.passages[1].text.startswith("2.1 简介")
+    blocks = [
+        "一、第一章",
+        "第一章的正文足够长，说明了这一章要讲的全部内容和背景。",
+        "二、第二章",
+        "2.1 简介",
+        "很短。",  # 2.1's section is 11 characters
+        "2.2 细节",
+        "第二章细节部分的正文也足够长，讲清楚了每一个步骤。",
+    ]
+    doc, warnings = split_document("c.txt", "\n\n".join(blocks) + "\n")
+    first, joined = doc.passages
+    assert (first.id, joined.id) == ("c.txt#第一章", "c.txt#第二章/细节") and joined.text.startswith("2.1 简介")
     assert [w.message for w in warnings] == [
         f"1 section(s) under {MIN_SECTION_CHARS} characters joined to a neighbour (c.txt#第二章/简介 into "
         "c.txt#第二章/细节)"
