@@ -46,7 +46,6 @@ CACHE_KINDS: Registry[CacheKind] = Registry(
             CacheKind("agents", "agents", "replies of external agents (Dify, RAGFlow, HTTP, Python)", "*/*.json"),
             CacheKind("passage-index", "passage-index", "indexes of `ragtrack corpus search`"),
             CacheKind("local-models", "local-models", "GGUF models converted for transformers"),
-            CacheKind("shown", "shown", "which corpus warnings were already printed (pruned: printed once again)", "*"),
         ]
     },
 )
@@ -65,10 +64,11 @@ def mark_used(path: Path) -> None:
 
 
 def first_showing(cache_dir: Path, text: str) -> bool:
-    """True the first time ``text`` (warnings a command is about to print) is asked about in this cache,
-    and remembers it; False after. Keyed by the text's hash, so a changed corpus (other warnings, or the
-    same ones at other lines) is shown again. Best effort: a read-only cache shows every time."""
-    path = cache_path(cache_dir, "shown") / hashlib.sha256(text.encode()).hexdigest()[:16]
+    """True the first time ``text`` (warnings a command is about to print) is asked about beside this
+    cache, and remembers it (in ``.ragtrack/shown``, next to the cache: state, not a cache entry to
+    prune); False after. Keyed by the text's hash, so a changed corpus (other warnings, or the same ones
+    at other lines) is shown again. Best effort: a read-only folder shows every time."""
+    path = cache_dir.parent / "shown" / hashlib.sha256(text.encode()).hexdigest()[:16]
     if path.exists():
         mark_used(path)
         return False
