@@ -483,6 +483,8 @@ def _plain_headings(lines: list[str], code: set[int]) -> list[_Heading]:
 
 
 # A line of unfenced code: a shell command, a Python statement, an assignment, a call, a closing bracket.
+# Case-sensitive, as code is: an English sentence starts with a capital ("If the light is red:", "Flux(dev)
+# is…"), so a heading above one stays a heading.
 _CODE_LIKE = re.compile(
     r"""^\s*(?:
         (?:pip3?|git|cd|docker|docker-compose|npm|npx|yarn|curl|wget|python3?|conda|export|sudo|apt|apt-get
@@ -492,8 +494,8 @@ _CODE_LIKE = re.compile(
       | (?:return|assert|raise|yield|await)\b
       | (?:for|if|elif|while|with)\s.*:\s*$
       | (?:else|try|finally)\s*:\s*$
-      | [A-Za-z_][A-Za-z0-9_.]*(?:\[[^\]]*\])*\s*[-+*/]?=(?!=)
-      | [A-Za-z_][A-Za-z0-9_.]*\(
+      | (?:[a-z_][A-Za-z0-9_.]*|[A-Z][A-Z0-9_]*)(?:\[[^\]]*\])*\s*[-+*/]?=(?!=)
+      | [a-z_][A-Za-z0-9_.]*\( | [A-Z]\w*\.[A-Za-z_][\w.]*\(
       | [)\]}]
       | \$\s | >>>\s
     )""",
