@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from ragtrack.cli import LLM_HELP, console, err, main, show, warn
 from ragtrack.cli.corpus import CORPUS_HELP
+from ragtrack.heartbeat import heartbeat
 
 GOLDEN_HELP = "Golden set JSONL (default: from ragtrack.toml or golden/golden.jsonl)."
 
@@ -215,18 +216,24 @@ def golden_propose(ctx, documents, from_logs, types, n, out, llm, language, no_c
     bad = [t for t in wanted if t not in ("A", "B", "C", "D")]
     if bad:
         raise click.BadParameter(f"unknown type(s) {', '.join(bad)}; expected A, B, C, D", param_hint="--types")
-    report = propose(
-        list(documents),
-        types=wanted or None,
-        n=n,
-        llm=llm,
-        language=language,
-        out=out,
-        root=ctx.obj["root"],
-        corpus_path=corpus_path,
-        golden_path=golden_path,
-        use_cache=not no_cache,
-    )
+
+    def say(line: str) -> None:
+        err.print(f"[dim]{escape(line)}[/]", highlight=False)
+
+    say(f"proposing from {len(documents)} document(s) with {llm} (reading the corpus, then each type in turn)")
+    with heartbeat(say, "proposing questions"):  # an LLM's replies, or jieba's first load, take a while
+        report = propose(
+            list(documents),
+            types=wanted or None,
+            n=n,
+            llm=llm,
+            language=language,
+            out=out,
+            root=ctx.obj["root"],
+            corpus_path=corpus_path,
+            golden_path=golden_path,
+            use_cache=not no_cache,
+        )
     for c in report.added:
         console.print(f"[bold]{escape(str(c.id))}[/] ({c.type}) {escape(str(c.question))}", highlight=False)
         console.print(f"    GT: {escape(', '.join(c.gt_context_ids))}", highlight=False, style="dim")
