@@ -134,7 +134,7 @@ def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, t
     assert encoded_again == 0 and not embedder_again.loaded and stages == []
     assert (again.answer, again.passage_ids) == (first.answer, first.passage_ids)
     _, encoded_new, _ = run("How many sampler steps are used by default?")  # new: the model loads, and says so
-    assert encoded_new >= 3 and len(stages) == 2
+    assert encoded_new >= 3 and [s for s in stages if s.startswith("loading")] == said
 
 
 def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_corpus, caplog):
