@@ -222,18 +222,8 @@ def golden_propose(ctx, documents, from_logs, types, n, out, llm, language, no_c
 
     say(f"proposing from {len(documents)} document(s) with {llm} (reading the corpus, then each type in turn)")
     with heartbeat(say, "proposing questions"):  # an LLM's replies, or jieba's first load, take a while
-        report = propose(
-            list(documents),
-            types=wanted or None,
-            n=n,
-            llm=llm,
-            language=language,
-            out=out,
-            root=ctx.obj["root"],
-            corpus_path=corpus_path,
-            golden_path=golden_path,
-            use_cache=not no_cache,
-        )
+        where = _files(ctx, out, no_cache, golden_path, corpus_path)
+        report = propose(list(documents), types=wanted or None, n=n, llm=llm, language=language, **where)
     for c in report.added:
         console.print(f"[bold]{escape(str(c.id))}[/] ({c.type}) {escape(str(c.question))}", highlight=False)
         console.print(f"    GT: {escape(', '.join(c.gt_context_ids))}", highlight=False, style="dim")
@@ -254,21 +244,23 @@ def golden_propose(ctx, documents, from_logs, types, n, out, llm, language, no_c
     sys.exit(1 if report.failed else 0)
 
 
+def _files(ctx, out, no_cache, golden_path, corpus_path) -> dict:
+    """What both kinds of propose read and write: the project, its files, the candidates file, the cache."""
+    return {
+        "out": out,
+        "root": ctx.obj["root"],
+        "golden_path": golden_path,
+        "corpus_path": corpus_path,
+        "use_cache": not no_cache,
+    }
+
+
 def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_users, limit, **triage):
     from ragtrack.api import propose_from_logs
     from ragtrack.cli.triage import on_stderr
 
-    report = propose_from_logs(
-        min_users=min_users,
-        limit=limit,
-        out=out,
-        root=ctx.obj["root"],
-        golden_path=golden_path,
-        corpus_path=corpus_path,
-        use_cache=not no_cache,
-        **on_stderr(),
-        **triage,
-    )
+    where = _files(ctx, out, no_cache, golden_path, corpus_path)
+    report = propose_from_logs(min_users=min_users, limit=limit, **where, **on_stderr(), **triage)
     for c in report.added:
         p = c.provenance
         console.print(f"[bold]{escape(str(c.id))}[/] ({c.type}) {escape(str(c.question))}", highlight=False)
