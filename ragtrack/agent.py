@@ -14,7 +14,7 @@ plus one line here (or one call to ``AGENT_KINDS.add`` from user code).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,6 +28,7 @@ from ragtrack.registry import Registry
 if TYPE_CHECKING:
     from ragtrack.config import ProjectConfig
     from ragtrack.corpus import Corpus
+    from ragtrack.golden import Turn
     from ragtrack.llm.client import LLM
     from ragtrack.spec import LoadedSpec
 
@@ -138,10 +139,23 @@ class AgentOutput:
         )
 
 
-def answer_timed(agent: Agent, question: str) -> AgentOutput:
-    """``agent.answer(question)``; an agent that reports no stages gets one ``agent`` stage for the whole call."""
+def turns_json(history: Sequence[Turn]) -> list[dict[str, str]]:
+    """The turns as JSON values, as a trace shows them and an HTTP or Python agent receives them."""
+    return [{"role": t.role, "content": t.content} for t in history]
+
+
+def transcript(history: Sequence[Turn]) -> str:
+    """The turns as one text, a line ``user: …`` or ``assistant: …`` each (for a prompt or an input
+    variable that reads the conversation as text)."""
+    return "\n".join(f"{t.role}: {t.content}" for t in history)
+
+
+def answer_timed(agent: Agent, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
+    """``agent.answer(question, history)``; an agent that reports no stages gets one ``agent`` stage for
+    the whole call."""
     start = time.time_ns()
-    output = agent.answer(question)
+    # A lone question is asked as agents written before follow-ups existed take it: answer(question).
+    output = agent.answer(question, history) if history else agent.answer(question)
     if not output.stages:
         output.stages = [
             Stage(
@@ -149,7 +163,7 @@ def answer_timed(agent: Agent, question: str) -> AgentOutput:
                 "agent",
                 start,
                 time.time_ns(),
-                inputs={"question": question},
+                inputs={"question": question, **({"history": turns_json(history)} if history else {})},
                 outputs={"answer": output.answer},
                 contexts=tuple(output.contexts),
             )
@@ -187,7 +201,9 @@ class Agent(Protocol):
         """The most requests it had in flight at once (0 when it makes none)."""
         ...
 
-    def answer(self, question: str) -> AgentOutput: ...
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
+        """Answer ``question``; ``history`` holds the conversation's earlier turns when it is a follow-up."""
+        ...
 
     def abandon(self) -> None:
         """The eval stopped (interrupted, or the endpoint kept failing): end work in flight instead of
@@ -263,7 +279,7 @@ class BaseAgent:
         self.identity = AgentIdentity(spec.name, spec.kind, spec.params(), spec.hash)
         self.setup = Setup()
 
-    def answer(self, question: str) -> AgentOutput:
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
         raise NotImplementedError
 
     def abandon(self) -> None:

@@ -125,6 +125,7 @@ class ItemRecord:
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
     stages: list[StageRecord] = field(default_factory=list)  # how the answer was produced, timed
     answered: bool = True  # False: the agent gave no answer (see ``errors``), so no judge scored it
+    history: list[dict[str, str]] = field(default_factory=list)  # a follow-up's earlier turns (role, content)
 
     @property
     def retrieved_unit_ids(self) -> list[str]:
@@ -164,6 +165,8 @@ class ItemRecord:
         # The two ranked ID lists, flat, for readers of items.jsonl (derived: ignored when read back).
         data["retrieved_unit_ids"] = self.retrieved_unit_ids
         data["retrieved_passage_ids"] = self.retrieved_passage_ids
+        if not self.history:  # a lone question's record reads (and hashes) as it did before follow-ups
+            del data["history"]
         return {"format": RECORD_FORMAT, **data}
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragtrack.agent import AgentContext, AgentKind
+from ragtrack.agent import AgentContext, AgentKind, turns_json
 from ragtrack.agents.base import (
     AgentCallError,
     ExternalSpec,
@@ -44,6 +44,9 @@ from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 CHAT_PATHS = ("/api/v1/chats_openai/{chat_id}/chat/completions", "/api/v1/openai/{chat_id}/chat/completions")
@@ -147,13 +150,17 @@ class RagflowAgent(PlatformAgent):
             if isinstance(listed, dict) and listed.get("data") == []:
                 raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key (the listing is empty)")
 
-    def call(self, question: str, usage: Usage) -> Reply:
-        return self._retrieve(question, usage) if self.table.retrieval_only else self._chat(question, usage)
+    def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
+        if self.table.retrieval_only:
+            return self._retrieve(question, usage)
+        return self._chat(question, usage, history)
 
-    def _chat(self, question: str, usage: Usage) -> Reply:
+    def _chat(self, question: str, usage: Usage, history: Sequence[Turn]) -> Reply:
+        """The OpenAI-compatible endpoint keeps no conversation: a follow-up sends the earlier turns as
+        the messages before the question, as the OpenAI chat format carries a conversation."""
         body = {
             "model": "model",  # RAGFlow: "the assistant's own LLM"
-            "messages": [{"role": "user", "content": question}],
+            "messages": [*turns_json(history), {"role": "user", "content": question}],
             "stream": False,
             "reference": True,
             "extra_body": {"reference": True},

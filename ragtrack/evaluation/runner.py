@@ -156,7 +156,7 @@ class Checkpoint:
 def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemRecord:
     """Ask the agent, then score what it said: one item, start to finish, in this thread."""
     started = time.monotonic()
-    output = answer_timed(agent, item.question)
+    output = answer_timed(agent, item.question, item.history)
     return score_item(item, output, panel, agent.top_k or len(output.contexts), time.monotonic() - started)
 
 
@@ -250,7 +250,7 @@ def _pipeline(
             before_judges = len({id(w) for w in judging.values()})
             while queue and stopped is None and len(answering) < answer_workers and before_judges < 2 * judge_workers:
                 work = _Item(queue.popleft(), time.monotonic())
-                answering[answerers.submit(answer_timed, agent, work.item.question)] = work
+                answering[answerers.submit(answer_timed, agent, work.item.question, work.item.history)] = work
             finished, _ = wait([*answering, *judging], return_when=FIRST_COMPLETED)
             for future in finished:
                 work = answering.pop(future, None) or judging.pop(future)

@@ -9,7 +9,7 @@ uses the two halves: :func:`judge_input` and :func:`item_record`.
 
 from __future__ import annotations
 
-from ragtrack.agent import AgentOutput, RetrievedContext
+from ragtrack.agent import AgentOutput, RetrievedContext, turns_json
 from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
@@ -64,6 +64,7 @@ def item_record(
             for s in output.stages
         ],
         answered=output.answered,
+        history=turns_json(item.history),
     )
 
 
