@@ -110,6 +110,10 @@ class AgentOutput:
     #: True for an agent that retrieves and does not answer (a platform's ``retrieval_only``): the
     #: item gets retrieval metrics and no judge verdicts (there is no answer to judge).
     retrieval_only: bool = False
+    #: An answer that cites its contexts: the marker styles it uses (:data:`ragtrack.evaluation.citations.STYLES`)
+    #: and the answer as written, markers and all; ``answer`` is what a reader (and a judge) sees, without them.
+    cite_styles: tuple[str, ...] = ()
+    cited_answer: str = ""
 
     @property
     def passage_ids(self) -> list[str]:

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ragtrack.evaluation.citations import (
-    CitedSentence,
-    cited_sentences,
-    score_citations,
-    strip_markers,
-    style,
-    support_rate,
-)
+from ragtrack.citation_markers import CitedSentence, cited_sentences, strip_markers, style
+from ragtrack.evaluation.citations import score_citations, support_rate
 
 
 @pytest.mark.parametrize(

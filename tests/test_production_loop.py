@@ -21,11 +21,12 @@ from ragtrack.golden import GoldenItem, GoldenSet, Provenance, load_golden
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.monitor import Window, compare_all, compare_windows, windows
 from ragtrack.production.proposals import question_parts, suggested_type
-from ragtrack.production.signals import in_sample, is_refusal, sample_point, signals
+from ragtrack.production.signals import in_sample, sample_point, signals
 from ragtrack.production.similarity import QuestionSpace
 from ragtrack.production.triage import triage
 from ragtrack.records import ContextRecord
 from ragtrack.testing.traffic import traffic_plan
+from ragtrack.text import is_refusal
 from ragtrack.tracking.store import Tag, open_store
 
 from .conftest import M3E

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage, turns_json
 from ragtrack.caches import cache_path
+from ragtrack.citation_markers import DEFAULT_STYLES, strip_markers
 from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
@@ -303,8 +304,11 @@ class PipelineAgent:
         usage.update(generation.usage)
         outputs = {"answer": generation.answer, **({"outline": list(generation.outline)} if generation.outline else {})}
         self._stage(stages, "generate", "llm", start, {"question": question, "contexts": len(contexts)}, outputs)
+        cite = self.spec.generation.cite
         return AgentOutput(
-            answer=generation.answer,
+            answer=strip_markers(generation.answer) if cite else generation.answer,
+            cite_styles=DEFAULT_STYLES if cite else (),
+            cited_answer=generation.answer if cite else "",
             contexts=contexts,
             queries=queries,
             outline=list(generation.outline),
