@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragtrack.citation_markers import style
 from ragtrack.llm.accounting import Usage
 from ragtrack.records import ranked_passage_ids
 from ragtrack.registry import Registry
@@ -254,6 +255,18 @@ class AgentTable(BaseModel):
     """Base of an ``[agent]`` table: unknown keys are errors, never silently ignored."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The citation markers the agent's answers carry (``numeric``: [1], 【1】, [^1]…; ``ragflow``: [ID:0]):
+    #: scored by the citation figures, and taken out of the answer a reader and the judges see. Left out
+    #: of the spec's dump while empty, so existing specs keep their hash.
+    cite_markers: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+
+    @field_validator("cite_markers")
+    @classmethod
+    def _known_markers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            style(name)  # an unknown style is an error naming the known ones
+        return value
 
 
 class AgentSpec(BaseModel):

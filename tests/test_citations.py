@@ -89,3 +89,78 @@ def test_a_refusal_claims_nothing_and_a_generation_miss_shows_in_recall_not_in_r
     assert refusal.recall == 0.0  # the GT passage was there to cite
     # Nothing retrieved on GT: recall given retrieval has no denominator.
     assert score_citations(cited_sentences("It is 5 [1]."), [("x",)], {"p1"}).recall is None
+
+
+# ------------------------------------------------------------------------ end to end
+def plant_markers(answer: str, chunks: list[str]) -> str:
+    """A RAGFlow assistant whose answer cites right, mis-cites and cites out of range, in that order:
+    [ID:i] on the chunk that states the cfg default, [ID:j] on another retrieved chunk that also mentions
+    "cfg" (a mis-cite between two chunks sharing a term) or else the next one, and [ID:9], which names
+    no chunk."""
+    right = next(i for i, c in enumerate(chunks) if "cfg value defaults" in c)
+    other = next((i for i, c in enumerate(chunks) if i != right and "cfg" in c.lower()), (right + 1) % len(chunks))
+    return (
+        f"The cfg value defaults to 8.0 [ID:{right}]. "
+        f"The cfg value also sets how closely the prompt is followed [ID:{other}]. "
+        "It has no effect on the number of steps [ID:9]."
+    )
+
+
+def test_ragflow_markers_are_scored_against_gt_by_hand_and_kept_out_of_the_answer(project, monkeypatch):
+    from ragtrack.api import evaluate
+    from ragtrack.testing.ragflow_server import RagflowServer
+
+    monkeypatch.setenv("RAGFLOW_KEY", "ragflow-citation-key")
+    (project / "golden" / "golden.jsonl").write_text(
+        (project / "golden" / "golden.jsonl").read_text().splitlines()[0] + "\n"  # a1: the cfg default
+    )
+    with RagflowServer(project / "golden" / "kb", api_key="ragflow-citation-key", cites=plant_markers) as server:
+        (project / "pipelines" / "ragflow-cites.toml").write_text(
+            '[version]\nname = "ragflow-cites"\n\n[agent]\nkind = "ragflow"\n'
+            f'base_url = "{server.base_url}"\napi_key_env = "RAGFLOW_KEY"\nchat_id = "{server.chat_id}"\n'
+        )
+        report = evaluate("ragflow-cites", root=project)
+    (record,) = report.records
+    assert "[ID:" not in record.answer and record.cited_answer.count("[ID:") == 3
+    chunks = [c.text for c in record.contexts]
+    right = next(i for i, c in enumerate(chunks) if "cfg value defaults" in c)
+    other = int(record.cited_answer.split("[ID:")[2].split("]")[0])
+    gt = set(record.gt_context_ids)
+    cited = list(dict.fromkeys([*record.contexts[right].passage_ids, *record.contexts[other].passage_ids]))
+    retrieved_gt = gt & {p for c in record.contexts for p in c.passage_ids}
+    # By hand: 3 markers, [ID:9] names no chunk (2 were returned); 3 claims, all cited; the cited chunks
+    # cover 4 passages, one of them GT (precision 1/4), and that is the one GT passage retrieved (recall 1).
+    assert record.citations["validity"] == pytest.approx(2 / 3)
+    assert record.citations["coverage"] == 1.0
+    assert len(cited) == 4 and record.citations["precision"] == pytest.approx(len(gt & set(cited)) / len(cited)) == 0.25
+    assert record.citations["recall"] == pytest.approx(len(gt & set(cited)) / len(retrieved_gt)) == 1.0
+    assert list(record.contexts[other].passage_ids) == ["guides/sampler.md#sampler-guide/guidance/negative-prompt"]
+    # Support: sentence 1 cites the GT chunk (supported by IDs), sentence 3 names no chunk (unsupported),
+    # sentence 2 cites the negative-prompt chunk, which says nothing of cfg: the judge is asked, and the
+    # offline one (word support in the cited chunk) finds it unsupported → 1 of 3.
+    assert record.citations["support"] == pytest.approx(1 / 3)
+    assert record.usage["judge"]["judge.citation_support"].calls == 0  # offline: asked of no model, still accounted
+
+    assert report.metrics["citation/validity"] == pytest.approx(2 / 3)
+
+
+def test_v5_with_cite_marks_every_sentence_with_the_context_it_came_from(project):
+    """The offline extractive answer takes each sentence from one context and says which: every marker
+    is valid, every sentence is cited, and precision is the GT share of the passages of the contexts cited."""
+    from ragtrack.api import evaluate
+    from ragtrack.citation_markers import cited_sentences
+
+    spec = (project / "pipelines" / "v5.toml").read_text().replace('name = "v5"', 'name = "v5-cite"')
+    (project / "pipelines" / "v5-cite.toml").write_text(
+        spec.replace("max_sentences = 4", "max_sentences = 4\ncite = true")
+    )
+    report = evaluate("v5-cite", root=project)
+    assert report.params["spec.generation.cite"] == "True"
+    for r in report.records:
+        sentences = cited_sentences(r.cited_answer)
+        assert all(len(s.cites) == 1 for s in sentences) and "[" not in r.answer, r.id
+        cited = list(dict.fromkeys(p for s in sentences for p in r.contexts[s.cites[0]].passage_ids))
+        gt = set(r.gt_context_ids)
+        assert r.citations["validity"] == 1.0 and r.citations["coverage"] == 1.0, r.id
+        assert r.citations["precision"] == pytest.approx(len(gt & set(cited)) / len(cited)), r.id
+    assert report.metrics["citation/coverage"] == 1.0

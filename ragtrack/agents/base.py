@@ -27,6 +27,7 @@ from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, Bas
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
 from ragtrack.caches import cache_path
+from ragtrack.citation_markers import strip_markers
 from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
@@ -225,18 +226,23 @@ class ExternalAgent(BaseAgent):
             if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
                 self.cache.put_json(key, reply.to_json())
         only = self.retrieves_only
+        # An answer with citation markers: scored as written, shown and judged without them.
+        styles = self.table.cite_markers
+        cited = {"cite_styles": styles, "cited_answer": reply.answer} if styles else {}
+        answer = strip_markers(reply.answer, styles) if styles else reply.answer
         if reply.contexts is None:
             errors = [redact(f"{self.spec.kind}: {reply.problem}")]
             return AgentOutput(
-                reply.answer,
+                answer,
                 [],
                 errors=errors,
                 usage={self.spec.kind: usage},
                 retrieval_reported=False,
                 retrieval_only=only,
+                **cited,
             )
         contexts = [self.mapper.map(c) for c in reply.contexts]
-        return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only)
+        return AgentOutput(answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only, **cited)
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""

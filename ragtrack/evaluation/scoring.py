@@ -102,7 +102,7 @@ def item_record(
     retrieval gets no retrieval metrics (``retrieval`` stays empty). ``support``: the judge's verdicts
     on cited sentences the IDs could not decide (:func:`check_support`).
     """
-    if support is not None and support.usage.calls + support.usage.cached:
+    if support is not None:
         judge_usage = {**judge_usage, CITATION_SUPPORT: support.usage}
     return ItemRecord(
         id=item.id,
