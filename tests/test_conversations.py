@@ -212,3 +212,28 @@ def test_a_python_agent_receives_the_turns_or_says_how_to_take_them(project):
     assert keyed.answer(FOLLOW_UP, HISTORY).answer == str(
         {"query": FOLLOW_UP, "history": [t.model_dump() for t in HISTORY]}
     )
+
+
+@pytest.mark.slow
+def test_the_conversations_walkthrough_runs_and_prints_what_the_page_shows(tmp_path, shipped):
+    """docs/conversations.md as written, on a copy of the shipped project with the session's caches
+    (v1's and v5's indexes of the shipped KB: built once per run, not again here)."""
+    import re
+    import shutil
+
+    from .readme import ROOT, output, run_shell, walkthrough
+
+    project = tmp_path / "project"
+    for folder in ("pipelines", "golden", "examples"):
+        shutil.copytree(ROOT / folder, project / folder)
+    shutil.copytree(shipped[0] / ".ragtrack" / "cache", project / ".ragtrack" / "cache")
+    done = run_shell("set -e\n" + walkthrough("conversations"), project, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+    def folded(line: str) -> str:
+        return re.sub(r"\s+", " ", line).strip()
+
+    printed = {folded(line) for line in done.stdout.splitlines()}
+    missing = [line for line in output("conversations") if folded(line) not in printed]
+    assert not missing, "the page shows lines the walkthrough did not print:\n" + "\n".join(missing)
