@@ -14,13 +14,14 @@ plus one line here (or one call to ``AGENT_KINDS.add`` from user code).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragtrack.citation_markers import style
 from ragtrack.llm.accounting import Usage
 from ragtrack.records import ranked_passage_ids
 from ragtrack.registry import Registry
@@ -28,6 +29,7 @@ from ragtrack.registry import Registry
 if TYPE_CHECKING:
     from ragtrack.config import ProjectConfig
     from ragtrack.corpus import Corpus
+    from ragtrack.golden import Turn
     from ragtrack.llm.client import LLM
     from ragtrack.spec import LoadedSpec
 
@@ -109,6 +111,10 @@ class AgentOutput:
     #: True for an agent that retrieves and does not answer (a platform's ``retrieval_only``): the
     #: item gets retrieval metrics and no judge verdicts (there is no answer to judge).
     retrieval_only: bool = False
+    #: An answer that cites its contexts: the marker styles it uses (:data:`ragtrack.evaluation.citations.STYLES`)
+    #: and the answer as written, markers and all; ``answer`` is what a reader (and a judge) sees, without them.
+    cite_styles: tuple[str, ...] = ()
+    cited_answer: str = ""
 
     @property
     def passage_ids(self) -> list[str]:
@@ -138,10 +144,23 @@ class AgentOutput:
         )
 
 
-def answer_timed(agent: Agent, question: str) -> AgentOutput:
-    """``agent.answer(question)``; an agent that reports no stages gets one ``agent`` stage for the whole call."""
+def turns_json(history: Sequence[Turn]) -> list[dict[str, str]]:
+    """The turns as JSON values, as a trace shows them and an HTTP or Python agent receives them."""
+    return [{"role": t.role, "content": t.content} for t in history]
+
+
+def transcript(history: Sequence[Turn]) -> str:
+    """The turns as one text, a line ``user: …`` or ``assistant: …`` each (for a prompt or an input
+    variable that reads the conversation as text)."""
+    return "\n".join(f"{t.role}: {t.content}" for t in history)
+
+
+def answer_timed(agent: Agent, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
+    """``agent.answer(question, history)``; an agent that reports no stages gets one ``agent`` stage for
+    the whole call."""
     start = time.time_ns()
-    output = agent.answer(question)
+    # A lone question is asked as agents written before follow-ups existed take it: answer(question).
+    output = agent.answer(question, history) if history else agent.answer(question)
     if not output.stages:
         output.stages = [
             Stage(
@@ -149,7 +168,7 @@ def answer_timed(agent: Agent, question: str) -> AgentOutput:
                 "agent",
                 start,
                 time.time_ns(),
-                inputs={"question": question},
+                inputs={"question": question, **({"history": turns_json(history)} if history else {})},
                 outputs={"answer": output.answer},
                 contexts=tuple(output.contexts),
             )
@@ -187,7 +206,9 @@ class Agent(Protocol):
         """The most requests it had in flight at once (0 when it makes none)."""
         ...
 
-    def answer(self, question: str) -> AgentOutput: ...
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
+        """Answer ``question``; ``history`` holds the conversation's earlier turns when it is a follow-up."""
+        ...
 
     def abandon(self) -> None:
         """The eval stopped (interrupted, or the endpoint kept failing): end work in flight instead of
@@ -235,6 +256,18 @@ class AgentTable(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: The citation markers the agent's answers carry (``numeric``: [1], 【1】, [^1]…; ``ragflow``: [ID:0]):
+    #: scored by the citation figures, and taken out of the answer a reader and the judges see. Left out
+    #: of the spec's dump while empty, so existing specs keep their hash.
+    cite_markers: tuple[str, ...] = Field(default=(), exclude_if=lambda v: not v)
+
+    @field_validator("cite_markers")
+    @classmethod
+    def _known_markers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            style(name)  # an unknown style is an error naming the known ones
+        return value
+
 
 class AgentSpec(BaseModel):
     """A spec file of an agent kind other than ``pipeline``: ``[version]``, ``[agent]`` and ``[declared]``.
@@ -263,7 +296,7 @@ class BaseAgent:
         self.identity = AgentIdentity(spec.name, spec.kind, spec.params(), spec.hash)
         self.setup = Setup()
 
-    def answer(self, question: str) -> AgentOutput:
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
         raise NotImplementedError
 
     def abandon(self) -> None:

@@ -57,6 +57,22 @@ class Provenance(BaseModel):
     complaints: tuple[str, ...] = ()  # what they wrote
 
 
+class Turn(BaseModel):
+    """One earlier turn of a conversation: what the user asked, or what the assistant answered then."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["user", "assistant"]
+    content: str
+
+    @field_validator("content")
+    @classmethod
+    def _said_something(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+
 class GoldenItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -72,6 +88,9 @@ class GoldenItem(BaseModel):
     # GT passage ID → fingerprint of its text when the item was written (see :func:`staleness`).
     gt_fingerprint: dict[str, str] = Field(default_factory=dict)
     provenance: Provenance | None = None
+    # A follow-up question: the conversation's earlier turns, oldest first. The item's metrics are
+    # those of its last turn, ``question``; the agent is handed the turns its platform expects.
+    history: tuple[Turn, ...] = ()
 
     @field_validator("question")
     @classmethod
@@ -95,6 +114,13 @@ class GoldenItem(BaseModel):
             raise ValueError(f"listed twice: {', '.join(dupes)}")
         return v
 
+    @field_validator("history")
+    @classmethod
+    def _history_has_a_user_turn(cls, v: tuple[Turn, ...]) -> tuple[Turn, ...]:
+        if v and not any(t.role == "user" for t in v):
+            raise ValueError("holds no user turn: a follow-up follows something the user asked")
+        return v
+
     @model_validator(mode="after")
     def _groups_within_gt(self) -> GoldenItem:
         for n, group in enumerate(self.gt_groups, start=1):
@@ -111,17 +137,16 @@ class GoldenItem(BaseModel):
         The fingerprint is left out: it records what the GT passages said when the
         item was written, and the digest already covers the corpus as it is now, so
         two sets that differ only in recorded fingerprints measure the same thing.
-        Empty ``gt_groups`` are left out too, so sets written before groups existed
-        keep their digest, and so is the provenance (where an item came from scores nothing).
+        Empty ``gt_groups`` and ``history`` are left out too, so sets written before they existed keep
+        their digest, and so is the provenance (where an item came from scores nothing).
         """
-        return self.model_dump(
-            mode="json", exclude={"gt_fingerprint", "provenance", *(() if self.gt_groups else ("gt_groups",))}
-        )
+        empty = tuple(name for name in ("gt_groups", "history") if not getattr(self, name))
+        return self.model_dump(mode="json", exclude={"gt_fingerprint", "provenance", *empty})
 
     def to_line(self) -> str:
         """The item as one JSONL line, optional fields only when set (the form ragtrack writes)."""
         data = self.model_dump(mode="json")
-        for optional in ("tags", "gt_groups", "gt_fingerprint", "provenance"):
+        for optional in ("tags", "gt_groups", "gt_fingerprint", "provenance", "history"):
             if not data[optional]:
                 del data[optional]
         return json.dumps(data, ensure_ascii=False)

@@ -125,6 +125,11 @@ class ItemRecord:
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
     stages: list[StageRecord] = field(default_factory=list)  # how the answer was produced, timed
     answered: bool = True  # False: the agent gave no answer (see ``errors``), so no judge scored it
+    history: list[dict[str, str]] = field(default_factory=list)  # a follow-up's earlier turns (role, content)
+    # An answer that cites its contexts: the answer as written (markers and all) and its citation figures
+    # (validity, coverage, precision, recall, support; None where a figure has no denominator).
+    cited_answer: str = ""
+    citations: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def retrieved_unit_ids(self) -> list[str]:
@@ -164,6 +169,9 @@ class ItemRecord:
         # The two ranked ID lists, flat, for readers of items.jsonl (derived: ignored when read back).
         data["retrieved_unit_ids"] = self.retrieved_unit_ids
         data["retrieved_passage_ids"] = self.retrieved_passage_ids
+        for optional in ("history", "cited_answer", "citations"):
+            if not data[optional]:  # a record without them reads (and hashes) as it did before they existed
+                del data[optional]
         return {"format": RECORD_FORMAT, **data}
 
     @classmethod

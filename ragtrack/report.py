@@ -52,6 +52,8 @@ def metrics_table(metrics: dict[str, float], title: str) -> Table:
         table.add_row(m.UNMAPPED_SHARE, *[fmt(metrics.get(m.key(m.UNMAPPED_SHARE, s))) for s in scopes])
     for judge in JUDGES:
         table.add_row(judge, *[_cell(metrics, judge, m.judge_count(judge), s, 2) for s in scopes])
+    for name in (n for n in m.CITATION if m.key(n) in metrics):  # the version's answers cite their contexts
+        table.add_row(name, *[fmt(metrics.get(m.key(name, s))) for s in scopes])
     return table
 
 

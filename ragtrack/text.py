@@ -31,6 +31,24 @@ STOPWORDS_ZH = frozenset(
 )
 
 
+# What apps say when they will not answer: matched at the start of the answer or as the whole of it.
+_REFUSALS = re.compile(
+    r"^\W*(?:(?:sorry|unfortunately)\b.{0,40}?)?"
+    r"(?:i (?:could not|couldn't|cannot|can't|was unable to|am unable to|do not|don't) (?:find|answer|help|know)"
+    r"|(?:there is |i have )?no (?:relevant )?(?:information|answer|results?)"
+    r"|the (?:knowledge base|documents?|context) (?:does|do) not (?:contain|mention|say))"
+    r"|^\W*(?:抱歉|对不起|很遗憾)?[，,。\s]*(?:我)?(?:无法|不能|没有|未能|暂时无法)(?:找到|回答|检索到|查到|提供)"
+    r"|(?:知识库|资料|文档)中?(?:没有|未)(?:找到|包含|提到)",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(answer: str) -> bool:
+    """The answer declines ("I could not find this…", "抱歉，知识库中没有找到…") or is empty: one rule for an
+    evaluated answer (it claims nothing to cite) and a production message (triage, the monitor)."""
+    return not answer.strip() or bool(_REFUSALS.search(answer.strip()[:200]))
+
+
 def is_chinese(text: str) -> bool:
     """More than a fifth of the letters are CJK ideographs: the one language rule ragtrack uses."""
     letters = sum(ch.isalpha() for ch in text) or 1

@@ -21,11 +21,12 @@ from ragtrack.golden import GoldenItem, GoldenSet, Provenance, load_golden
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.monitor import Window, compare_all, compare_windows, windows
 from ragtrack.production.proposals import question_parts, suggested_type
-from ragtrack.production.signals import in_sample, is_refusal, sample_point, signals
+from ragtrack.production.signals import in_sample, sample_point, signals
 from ragtrack.production.similarity import QuestionSpace
 from ragtrack.production.triage import triage
 from ragtrack.records import ContextRecord
 from ragtrack.testing.traffic import traffic_plan
+from ragtrack.text import is_refusal
 from ragtrack.tracking.store import Tag, open_store
 
 from .conftest import M3E
@@ -435,3 +436,33 @@ def test_the_chinese_traffic_alarms_on_its_last_day_as_the_docs_say():
     ]
     docs = (Path(__file__).resolve().parent.parent / "docs" / "production-loop.md").read_text(encoding="utf-8")
     assert f"ALARM {drops[0]}" in docs
+
+
+def test_a_disliked_follow_up_becomes_a_candidate_with_its_history(project, tiny_corpus):
+    """Each T5 question is the second turn of a conversation that opened on the encoder: its candidate
+    carries the opening question and the app's answer to it as history; a question asked alone none."""
+    rows = _day("2025-03-01", 4, tiny_corpus, 0)
+    openers = []
+    for k, row in enumerate(rows[:4]):  # the disliked T5 questions
+        row["conversation_id"] = f"conv-{k}"
+        openers.append(
+            dict(question="Tell me about the text encoders.", answer="Text encoders turn the prompt into conditioning.",
+                 contexts=[_context(T5, tiny_corpus)], rating=None, comment=None, user=row["user"],
+                 created_at=row["created_at"].replace("T08:", "T07:"), app_version="bot-v1",
+                 message_id=f"opener-{k}", conversation_id=f"conv-{k}")
+        )  # fmt: skip
+    _pull(project, openers + rows, "export")
+    result = _cli(project, "golden", "propose", "--from-logs", "--sample-rate", "0", "--min-users", "2")
+    assert result.exit_code == 0, result.output
+    assert "a follow-up: asked after 2 earlier turn(s) of its conversation" in result.output
+    (line,) = (project / "golden" / "candidates.jsonl").read_text().splitlines()
+    candidate = json.loads(line)
+    assert candidate["history"] == [
+        {"role": "user", "content": "Tell me about the text encoders."},
+        {"role": "assistant", "content": "Text encoders turn the prompt into conditioning."},
+    ]
+    assert _cli(project, "golden", "accept", "--id", candidate["id"]).exit_code == 0
+    item = next(
+        i for i in load_golden(project / "golden" / "golden.jsonl", tiny_corpus).items if i.id == candidate["id"]
+    )
+    assert [t.content for t in item.history] == [t["content"] for t in candidate["history"]]

@@ -23,10 +23,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent
+from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent, turns_json
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
 from ragtrack.caches import cache_path
+from ragtrack.citation_markers import strip_markers
 from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.cache import JsonCache
@@ -37,7 +38,10 @@ from ragtrack.secrets import EnvName, declare, redact, secret_digest
 from ragtrack.tomlfile import file_key_line
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ragtrack.agents.endpoint import Endpoint
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 #: ``[declared] prompt_file``: a prompt file named by the spec (confined to the project, hashed, logged).
@@ -171,8 +175,9 @@ class ExternalAgent(BaseAgent):
         self.endpoint_memory = shared_memory(ctx.cache_dir / "endpoints.json")
         self.circuit = Circuit(RetryPolicy().max_consecutive_failures, f"{spec.kind} calls", spec.name)
 
-    def ask(self, question: str, usage: Usage) -> Reply:
-        """Ask the agent once; raises :class:`AgentCallError` when it cannot be asked."""
+    def ask(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
+        """Ask the agent once (after replaying ``history`` where the platform keeps conversations);
+        raises :class:`AgentCallError` when it cannot be asked."""
         raise NotImplementedError
 
     def cache_identity(self) -> str:
@@ -188,9 +193,11 @@ class ExternalAgent(BaseAgent):
     def peak_in_flight(self) -> int:
         return self.endpoint.limiter.peak_in_flight if self.endpoint else 0
 
-    def answer(self, question: str) -> AgentOutput:
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
         usage = Usage()
-        key = hashlib.sha256(json.dumps([self.spec.kind, self.cache_identity(), question]).encode()).hexdigest()
+        # A follow-up's reply depends on the turns before it (a lone question keeps the key it always had).
+        asked = [question, *([turns_json(history)] if history else [])]
+        key = hashlib.sha256(json.dumps([self.spec.kind, self.cache_identity(), *asked]).encode()).hexdigest()
         reply = Reply.from_json(self.cache.get_json(key)) if self.ctx.use_cache else None
         if reply is not None:
             usage.cached += 1
@@ -200,7 +207,7 @@ class ExternalAgent(BaseAgent):
         else:
             self.circuit.check()  # after a run of failures, stop instead of asking (CircuitOpenError)
             try:
-                reply = self.ask(question, usage)
+                reply = self.ask(question, usage, history)
             except AgentCallError as e:
                 usage.failed += 1
                 problem = redact(f"{self.spec.kind}: {e}")
@@ -219,18 +226,23 @@ class ExternalAgent(BaseAgent):
             if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
                 self.cache.put_json(key, reply.to_json())
         only = self.retrieves_only
+        # An answer with citation markers: scored as written, shown and judged without them.
+        styles = self.table.cite_markers
+        cited = {"cite_styles": styles, "cited_answer": reply.answer} if styles else {}
+        answer = strip_markers(reply.answer, styles) if styles else reply.answer
         if reply.contexts is None:
             errors = [redact(f"{self.spec.kind}: {reply.problem}")]
             return AgentOutput(
-                reply.answer,
+                answer,
                 [],
                 errors=errors,
                 usage={self.spec.kind: usage},
                 retrieval_reported=False,
                 retrieval_only=only,
+                **cited,
             )
         contexts = [self.mapper.map(c) for c in reply.contexts]
-        return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only)
+        return AgentOutput(answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only, **cited)
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""
@@ -271,13 +283,14 @@ class PlatformAgent(ExternalAgent):
             circuit=self.circuit,
         )
 
-    def ask(self, question: str, usage: Usage) -> Reply:
+    def ask(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
         try:
-            return self.call(question, usage)
+            return self.call(question, usage, history)
         except EndpointError as e:
             raise AgentCallError(str(e)) from None
 
-    def call(self, question: str, usage: Usage) -> Reply:
+    def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
+        """One question to the platform; a follow-up's ``history`` is replayed in one conversation first."""
         raise NotImplementedError
 
     def unanswered_check(self, platform: str, e: EndpointError) -> None:

@@ -49,6 +49,9 @@ from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 RUNNING = ("created", "in_progress")
@@ -144,7 +147,7 @@ class CozeAgent(PlatformAgent):
             "is base_url Coze's API address (https://api.coze.cn, https://api.coze.com, or your Coze Studio's)?"
         )
 
-    def call(self, question: str, usage: Usage) -> Reply:
+    def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
         """One chat, start to end: counted as one call, whose latency runs from the answered ``POST
         /v3/chat`` (less its own time, not the waits of its retries) to the message list."""
         t: CozeTable = self.table
@@ -154,7 +157,11 @@ class CozeAgent(PlatformAgent):
             "user_id": t.user_id,
             "stream": False,
             "auto_save_history": True,
-            "additional_messages": [{"role": "user", "type": "question", "content": question, "content_type": "text"}],
+            # A follow-up: the earlier turns go first in the same chat (Coze reads them as its context).
+            "additional_messages": [
+                *(_coze_message(t.role, t.content) for t in history),
+                _coze_message("user", question),
+            ],
         }
         if t.custom_variables:
             body["custom_variables"] = t.custom_variables
@@ -192,6 +199,12 @@ class CozeAgent(PlatformAgent):
     def describe(self) -> dict[str, str]:
         t: CozeTable = self.table
         return {**super().describe(), "base_url": t.base_url, "bot_id": t.bot_id, **self.bot}
+
+
+def _coze_message(role: str, content: str) -> dict[str, str]:
+    """A turn as Coze's ``additional_messages`` entry: a user's question or the bot's answer."""
+    kind = "question" if role == "user" else "answer"
+    return {"role": role, "type": kind, "content": content, "content_type": "text"}
 
 
 def _data(body: Any, kind: type) -> Any:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ragtrack.agent import AgentContext, AgentKind
+from ragtrack.agent import AgentContext, AgentKind, transcript
 from ragtrack.agents.base import (
     AgentCallError,
     ExternalSpec,
@@ -41,6 +41,9 @@ from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 SEARCH_METHODS = Literal["semantic_search", "full_text_search", "hybrid_search", "keyword_search"]
@@ -62,6 +65,10 @@ class DifyTable(PlatformTable):
     # The input variable a completion app's prompt reads the question from (default "query", Dify's
     # template: a completion app has no query field); chat apps may take it too.
     query_input: str | None = None
+    # A follow-up's earlier turns: chat apps replay the user turns in one conversation before the
+    # question; with history_input set, the turns go as text into that input variable instead (the
+    # only way for a completion app). Left out of the spec's dump while unset (specs keep their hash).
+    history_input: str | None = Field(default=None, exclude_if=lambda v: v is None)
     retrieval_only: bool = False
     dataset_id: str | None = None  # retrieval_only: the knowledge base (api_key_env then names a dataset key)
     top_k: int | None = Field(default=None, gt=0)  # retrieval_only: sent with search_method as retrieval_model
@@ -156,25 +163,47 @@ class DifyAgent(PlatformAgent):
             self.unanswered_check("Dify", e)
         return {}
 
-    def call(self, question: str, usage: Usage) -> Reply:
-        return self._retrieve(question, usage) if self.table.retrieval_only else self._message(question, usage)
+    def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
+        if self.table.retrieval_only:
+            return self._retrieve(question, usage)
+        t: DifyTable = self.table
+        inputs: dict[str, Any] = {}
+        conversation = ""
+        if history and t.history_input:
+            inputs[t.history_input] = transcript(history)
+        elif history and t.app_mode == "completion":
+            raise AgentCallError(
+                "a follow-up item (history) on a completion app, which keeps no conversation: set "
+                "history_input to the input variable its prompt reads the earlier turns from"
+            )
+        else:
+            for turn in (turn for turn in history if turn.role == "user"):
+                conversation = str(self._message(turn.content, usage, {}, conversation).get("conversation_id") or "")
+                if not conversation:
+                    raise AgentCallError("replaying the conversation: the reply carries no conversation_id")
+        return read_message(self._message(question, usage, inputs, conversation))
 
-    def _message(self, question: str, usage: Usage) -> Reply:
+    def _message(self, question: str, usage: Usage, inputs: dict[str, Any], conversation: str) -> dict[str, Any]:
+        """One message to the app (in ``conversation`` when it is not ""), its reply in the blocking shape."""
         t: DifyTable = self.table
         variable = t.query_input or ("query" if t.app_mode == "completion" else None)
-        inputs = {**t.inputs, **({variable: question} if variable else {})}
+        inputs = {**t.inputs, **inputs, **({variable: question} if variable else {})}
         body = {"inputs": inputs, "query": question, "user": t.user, "response_mode": "blocking"}
+        if conversation:
+            body["conversation_id"] = conversation
         path = "/completion-messages" if t.app_mode == "completion" else "/chat-messages"
         if not self.streaming:
             try:
-                return read_message(self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify"))
+                reply = self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify")
+                if not isinstance(reply, dict):
+                    raise AgentCallError(f"unexpected reply: {str(reply)[:120]!r}")
+                return reply
             except EndpointError as e:
                 if not (e.status == 400 and "blocking mode" in str(e)):
                     raise
                 self.streaming = True  # an agent-chat app: it answers in streaming mode only
         body["response_mode"] = "streaming"
-        events = self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify", events=True)
-        return read_message(assemble(events))
+        return assemble(self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify", events=True))
 
     def _retrieve(self, question: str, usage: Usage) -> Reply:
         t: DifyTable = self.table
@@ -208,10 +237,12 @@ class DifyAgent(PlatformAgent):
 
 
 def assemble(events: list[Any]) -> dict[str, Any]:
-    """A streamed reply → the blocking shape: answer deltas joined, metadata from ``message_end``."""
-    answer, metadata = "", None
+    """A streamed reply → the blocking shape: answer deltas joined, metadata from ``message_end``, the
+    conversation the events name."""
+    answer, metadata, conversation = "", None, None
     for e in (e for e in events if isinstance(e, dict)):
         kind = e.get("event")
+        conversation = e.get("conversation_id") or conversation
         if kind in ("message", "agent_message"):
             answer += str(e.get("answer") or "")
         elif kind == "message_replace":  # moderation replaced the answer
@@ -221,7 +252,11 @@ def assemble(events: list[Any]) -> dict[str, Any]:
         elif kind == "error":
             code, message = error_message(e)
             raise EndpointError(f"stream error {code}: {message}", int(number(e.get("status")) or 0), code)
-    return {"answer": answer, **({"metadata": metadata} if metadata is not None else {})}
+    return {
+        "answer": answer,
+        **({"metadata": metadata} if metadata is not None else {}),
+        **({"conversation_id": conversation} if conversation else {}),
+    }
 
 
 def read_message(body: Any) -> Reply:

@@ -5,12 +5,17 @@
     url = "http://127.0.0.1:9000/ask"
     method = "POST"                                         # POST: body as JSON; GET: body as query
     headers = { Authorization = "Bearer ${MY_AGENT_KEY}" }  # ${VAR}: from the environment, never logged
-    body = { question = "{question}", top_k = 5 }           # "{question}" in any string is the question
+    body = { question = "{question}", top_k = 5 }           # "{question}" in any string is the question;
+                                                            # a value "{history}" is a follow-up's earlier turns
     answer_path = "data.answer"                             # dotted paths; a number indexes a list
     contexts_path = "data.sources"
     context_id = "chunk_id"                                 # each relative to one context ("" = itself)
     context_text = "text"
     context_score = "score"
+
+A follow-up item's earlier turns (``[{"role": "user" | "assistant", "content": …}, …]``) go where the
+body says ``"{history}"``, or else as a top-level ``history`` key of a POST body (a JSON string
+parameter of a GET). A lone question sends no history.
 
 A reply without the contexts list is a per-item error: what was retrieved is
 unknown. An empty list is an answer that retrieved nothing.
@@ -18,13 +23,14 @@ unknown. An empty list is an answer that retrieved nothing.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import field_validator
 
-from ragtrack.agent import AgentContext, AgentKind
+from ragtrack.agent import AgentContext, AgentKind, turns_json
 from ragtrack.agents.base import (
     AgentCallError,
     EndpointTable,
@@ -42,6 +48,9 @@ from ragtrack.llm.accounting import Usage
 from ragtrack.secrets import secret_digest
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -83,15 +92,29 @@ def dig(data: Any, path: str) -> Any:
     return data
 
 
-def fill(template: Any, question: str) -> Any:
-    """The body template with ``{question}`` replaced in every string (JSON-safe: no text splicing)."""
+HISTORY = "{history}"
+
+
+def fill(template: Any, question: str, history: list[dict[str, str]] | None = None) -> Any:
+    """The body template with ``{question}`` replaced in every string (JSON-safe: no text splicing) and
+    a value that is exactly ``{history}`` replaced by the turns (a list, ``[]`` for a lone question)."""
+    if template == HISTORY:
+        return history or []
     if isinstance(template, str):
         return template.replace("{question}", question)
     if isinstance(template, dict):
-        return {k: fill(v, question) for k, v in template.items()}
+        return {k: fill(v, question, history) for k, v in template.items()}
     if isinstance(template, list):
-        return [fill(v, question) for v in template]
+        return [fill(v, question, history) for v in template]
     return template
+
+
+def places_history(template: Any) -> bool:
+    """Does the body template say where the turns go?"""
+    if template == HISTORY:
+        return True
+    values = template.values() if isinstance(template, dict) else template if isinstance(template, list) else ()
+    return any(places_history(v) for v in values)
 
 
 class HttpAgent(ExternalAgent):
@@ -116,9 +139,12 @@ class HttpAgent(ExternalAgent):
             circuit=self.circuit,
         )
 
-    def ask(self, question: str, usage: Usage) -> Reply:
+    def ask(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
         t: HttpTable = self.table
-        payload = fill(t.body, question)
+        turns = turns_json(history)
+        payload = fill(t.body, question, turns)
+        if turns and not places_history(t.body):
+            payload["history"] = json.dumps(turns, ensure_ascii=False) if t.method == "GET" else turns
         try:
             if t.method == "GET":
                 reply = self.endpoint.request("GET", "", params=payload, usage=usage, step="http")

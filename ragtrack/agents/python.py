@@ -6,7 +6,11 @@
     path = "src"                     # optional: a folder put first on the import path (default: the project root)
     input_key = "query"              # optional: call with {"query": question} instead of the question
 
-The target is called with the question (a runnable: ``.invoke``). What it
+The target is called with the question (a runnable: ``.invoke``). A follow-up
+item's earlier turns (``[{"role", "content"}, …]``) go with it: as the ``history``
+key of the input dict when ``input_key`` is set, else as a ``history=`` keyword
+argument of a callable that takes one; a target that can receive no history
+answers follow-ups with a per-item error that says how to let it. What it
 returns is read as:
 
 * a dict (or a LangChain chain's output dict): the answer from the first of
@@ -35,13 +39,13 @@ import inspect
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from ragtrack.agent import AgentContext, AgentKind, AgentTable
+from ragtrack.agent import AgentContext, AgentKind, AgentTable, turns_json
 from ragtrack.agents.base import (
     AgentCallError,
     ExternalAgent,
@@ -56,6 +60,7 @@ from ragtrack.agents.mapping import PlatformContext
 from ragtrack.llm.accounting import Usage
 
 if TYPE_CHECKING:
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 ANSWER_KEYS = ("answer", "result", "output", "text")
@@ -155,12 +160,23 @@ class PythonAgent(ExternalAgent):
     def cache_identity(self) -> str:
         return f"{self.identity.hash}:{self.source_hash}"
 
-    def ask(self, question: str, usage: Usage) -> Reply:
+    def ask(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
         key = self.table.input_key
-        arg = {key: question} if key else question
+        arg: Any = {key: question} if key else question
+        kwargs: dict[str, Any] = {}
+        if history and key:
+            arg["history"] = turns_json(history)
+        elif history and not self.runnable and takes_history(self.target):
+            kwargs["history"] = turns_json(history)
+        elif history:
+            raise AgentCallError(
+                "a follow-up item (history), and the target cannot receive its earlier turns: set "
+                'input_key (it is then called with {input_key: question, "history": [...]}) or give it a '
+                "history= parameter"
+            )
         started = time.monotonic()
         try:
-            out = self.target.invoke(arg) if self.runnable else self.target(arg)
+            out = self.target.invoke(arg) if self.runnable else self.target(arg, **kwargs)
         except Exception as e:  # the user's code: any failure is this item's error
             raise AgentCallError(f"{type(e).__name__}: {e}") from None
         usage.calls += 1
@@ -174,6 +190,15 @@ class PythonAgent(ExternalAgent):
             "target_type": "runnable" if self.runnable else "callable",
             "target_source_hash": self.source_hash,
         }
+
+
+def takes_history(target: Any) -> bool:
+    """Does the callable accept a ``history=`` keyword (named, or through ``**kwargs``)?"""
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return any(p.name == "history" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _text(value: Any) -> str | None:

@@ -7,8 +7,9 @@ path is gone) with references on — sent both at the top level (v0.20–v0.22)
 and inside a literal ``extra_body`` object (v0.23+). The contexts are
 ``choices[0].message.reference``: a flat list of chunks (``id``, ``content``,
 ``document_id``, ``document_name``; an object with ``chunks`` is read too).
-Citation markers (`` [ID:3]``) are removed from the answer: the RAGFlow UI
-renders them as links, they are not part of the text.
+Citation markers (`` [ID:3]``, counted from 0 over the reference chunks) are
+scored by the citation figures and removed from the answer shown and judged:
+the RAGFlow UI renders them as links, they are not part of the text.
 
 ``retrieval_only = true`` with ``dataset_ids`` measures retrieval alone
 through ``POST /api/v1/retrieval`` (``data.chunks[]``).
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragtrack.agent import AgentContext, AgentKind
+from ragtrack.agent import AgentContext, AgentKind, turns_json
 from ragtrack.agents.base import (
     AgentCallError,
     ExternalSpec,
@@ -39,15 +40,18 @@ from ragtrack.agents.base import (
 from ragtrack.agents.endpoint import EndpointError, Rejected, bearer_endpoint
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
+from ragtrack.citation_markers import strip_markers
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 CHAT_PATHS = ("/api/v1/chats_openai/{chat_id}/chat/completions", "/api/v1/openai/{chat_id}/chat/completions")
-_CITATION = re.compile(r"\s*\[ID:\d+\]")
 _SLOW_DOWN = re.compile(r"rate.?limit|too many requests|\b429\b|timed? ?out", re.IGNORECASE)
 NO_REFERENCE = (
     "the reply carries no reference, so what was retrieved is unknown: this RAGFlow may predate references "
@@ -61,6 +65,8 @@ EMPTY_REFERENCE = (
 
 class RagflowTable(PlatformTable):
     kind: Literal["ragflow"]
+    # RAGFlow marks the chunks an answer cites as [ID:n] (n counts the reference chunks from 0).
+    cite_markers: tuple[str, ...] = Field(default=("ragflow",), exclude_if=lambda v: v == ("ragflow",))
     chat_id: str | None = None
     retrieval_only: bool = False
     dataset_ids: list[str] = []  # retrieval_only: the datasets to search
@@ -147,13 +153,17 @@ class RagflowAgent(PlatformAgent):
             if isinstance(listed, dict) and listed.get("data") == []:
                 raise RagtrackError(f"RAGFlow at {t.base_url}: {missing} for this key (the listing is empty)")
 
-    def call(self, question: str, usage: Usage) -> Reply:
-        return self._retrieve(question, usage) if self.table.retrieval_only else self._chat(question, usage)
+    def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
+        if self.table.retrieval_only:
+            return self._retrieve(question, usage)
+        return self._chat(question, usage, history)
 
-    def _chat(self, question: str, usage: Usage) -> Reply:
+    def _chat(self, question: str, usage: Usage, history: Sequence[Turn]) -> Reply:
+        """The OpenAI-compatible endpoint keeps no conversation: a follow-up sends the earlier turns as
+        the messages before the question, as the OpenAI chat format carries a conversation."""
         body = {
             "model": "model",  # RAGFlow: "the assistant's own LLM"
-            "messages": [{"role": "user", "content": question}],
+            "messages": [*turns_json(history), {"role": "user", "content": question}],
             "stream": False,
             "reference": True,
             "extra_body": {"reference": True},
@@ -203,7 +213,7 @@ def read_chat(body: Any) -> Reply:
     message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
         raise AgentCallError(f"unexpected reply: {str(body)[:120]!r}")
-    answer = without_citations(str(message.get("content") or ""))
+    answer = str(message.get("content") or "")  # its [ID:n] markers are scored, then taken out (cite_markers)
     usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
     tokens = {"tokens_in": int(number(usage.get("prompt_tokens")) or 0)}
     tokens["tokens_out"] = int(number(usage.get("completion_tokens")) or 0)
@@ -221,7 +231,7 @@ def read_chat(body: Any) -> Reply:
 
 def without_citations(answer: str) -> str:
     """An answer without the `` [ID:3]`` markers the RAGFlow UI renders as links to its chunks."""
-    return _CITATION.sub("", answer).strip()
+    return strip_markers(answer, ("ragflow",))
 
 
 def chunk_context(c: dict, rank: int) -> PlatformContext:

@@ -173,6 +173,7 @@ def propose_from_logs(
     from ragtrack.golden import Provenance, load_golden
     from ragtrack.passage_search import PassageSearch, resolve_mode
     from ragtrack.pipeline.models import default_embedding
+    from ragtrack.production.conversations import earlier_turns
     from ragtrack.production.proposals import question_parts, suggest
 
     report = triage_logs(root=root, golden_path=golden_path, corpus_path=corpus_path, **triage_options)
@@ -210,6 +211,7 @@ def propose_from_logs(
     say(f"finding GT passages for {len(chosen)} candidate(s) ({mode} search over {len(corpus)} passages)")
     search = PassageSearch(corpus, config.cache_dir, mode, embedding, embedder=reuse, on_stage=say)  # type: ignore[arg-type]
     by_id = {m.message_id: m for m in report.messages}
+    turns_before = earlier_turns(report.messages)
     today = today or datetime.now(UTC).date().isoformat()
     added = []
     for c in chosen:
@@ -222,6 +224,9 @@ def propose_from_logs(
                 for pid in {p for ctx in m.contexts for p in ctx.passage_ids}:
                     disliked[pid] = disliked.get(pid, 0) + 1
         suggestions, gt, qtype = suggest(c, ranked, disliked, corpus)
+        # The representative question as it was asked: a follow-up keeps the turns before it.
+        asked = next((by_id[mid] for mid in c.message_ids if by_id[mid].question == c.question), None)
+        history = turns_before.get(asked.key, ()) if asked else ()
         [cid] = next_ids(taken, [qtype])
         taken.add(cid)
         added.append(
@@ -246,6 +251,7 @@ def propose_from_logs(
                     bad_answer=c.answers[0] if c.answers else "",
                     complaints=tuple(c.comments),
                 ),
+                history=history,
             )
         )
     write_candidates(path, existing + added)

@@ -30,6 +30,7 @@ from ragtrack.golden import (
     GoldenSet,
     Provenance,
     QuestionType,
+    Turn,
     read_models,
     rewrite_golden,
     shape_problems,
@@ -37,7 +38,7 @@ from ragtrack.golden import (
 )
 
 Status = Literal["proposed", "accepted", "rejected"]
-GOLDEN_FIELDS = ("id", "question", "type", "gt_context_ids", "gt_answer", "tags", "provenance")
+GOLDEN_FIELDS = ("id", "question", "type", "gt_context_ids", "gt_answer", "tags", "provenance", "history")
 
 
 class Candidate(BaseModel):
@@ -60,12 +61,17 @@ class Candidate(BaseModel):
     # the cluster of messages it was drawn from (kept by the golden item once accepted).
     suggested_from: dict[str, str] = {}
     provenance: Provenance | None = None
+    # A follow-up: the conversation's earlier turns, as the golden item will carry them.
+    history: tuple[Turn, ...] = ()
 
     def golden_fields(self) -> dict:
         return {k: getattr(self, k) for k in GOLDEN_FIELDS}
 
     def to_line(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False)
+        data = self.model_dump(mode="json")
+        if not data["history"]:  # a question asked alone reads as candidates did before follow-ups
+            del data["history"]
+        return json.dumps(data, ensure_ascii=False)
 
 
 def read_candidates(path: Path) -> list[tuple[int, Candidate]]:

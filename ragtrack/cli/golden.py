@@ -270,6 +270,13 @@ def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_user
             highlight=False,
             style="dim",
         )
+        if c.history:
+            console.print(
+                f"    a follow-up: asked after {len(c.history)} earlier turn(s) of its conversation, written as "
+                "its history (review them with the question)",
+                highlight=False,
+                style="dim",
+            )
     few = [q for q, why in report.skipped.items() if "--min-users" in why or "--limit" in why]
     for question, why in report.skipped.items():
         if question not in few:

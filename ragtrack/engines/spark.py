@@ -52,7 +52,7 @@ from ragtrack.production.judging import CHUNK, Judging, failures
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.records import JudgeRecord
 from ragtrack.secrets import secret_values
-from ragtrack.tracking.answering import ModelSettings
+from ragtrack.tracking.answering import ModelSettings, follow_up
 from ragtrack.tracking.models import answer_udf
 
 #: Questions per task: at least MIN (a task's set-up, a job's scheduling, are worth spreading), at
@@ -182,7 +182,7 @@ class SparkEngine:
         jobs = _Jobs(spark, at_once, f"ragtrack eval {work.agent.identity.name}")
 
         def task(chunk: list[GoldenItem]) -> list:
-            rows = [(i.id, i.question, i.model_dump_json()) for i in chunk]
+            rows = [(i.id, follow_up(i.question, i.history), i.model_dump_json()) for i in chunk]
             frame = jobs.frame(rows, "id string, question string, item string")
             answered = frame.withColumn("answer", answer("question"))
             return answered.select("id", "answer", judge("item", "answer").alias("verdict")).collect()

@@ -23,6 +23,10 @@ def _summarise(records: list[ItemRecord], judges: list[str], scope: str) -> dict
         if value is not None:
             out[m.key(name, scope)] = value
     out[m.key(m.RETRIEVAL_N, scope)] = float(sum(1 for r in records if r.retrieval))
+    for name in m.CITATION:
+        value = mean(m.item_value(r, name) for r in records)
+        if value is not None:
+            out[m.key(name, scope)] = value
     contexts = [c for r in records for c in r.contexts]
     if contexts:
         out[m.key(m.UNMAPPED_SHARE, scope)] = sum(1 for c in contexts if not c.passage_ids) / len(contexts)

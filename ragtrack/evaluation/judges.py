@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 
 from ragtrack.evaluation import heuristics
+from ragtrack.evaluation.citation_judge import SupportStep, support_step
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.client import LLM
@@ -247,6 +248,12 @@ class JudgePanel:
     language: str
     samples: int = 1  # verdicts per judge and item (``--judge-samples``); 1 for the deterministic heuristics
     aligned: str = ""  # the aligned judge's digest (``ragtrack judge align``); "" for the plain judge
+
+    @property
+    def support(self) -> SupportStep:
+        """The citation-support check in this panel's language (secondary: not part of the identity a
+        promotion compares, which covers the rubric judges)."""
+        return support_step(self.language, max((s.max_tokens for s in self.steps.values()), default=160))
 
     @classmethod
     def create(

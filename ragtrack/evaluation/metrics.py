@@ -26,6 +26,9 @@ group keys by their first segment):
   (items on which the agent reported any error), ``counts/unanswered`` (items it
   gave no answer for: not judged, so a judge mean then covers fewer items);
 * ``mapping/unmapped_share``: share of retrieved contexts that map to no corpus passage;
+* ``citation/<figure>``, for answers that cite their contexts (:mod:`ragtrack.evaluation.citations`):
+  ``validity``, ``coverage``, ``precision``, ``recall`` (given retrieval) and ``support``, each a mean
+  over the items where it has a denominator;
 * ``judge_sd/<judge>``, for runs judged K > 1 times per item (``--judge-samples``): the mean
   within-item SD of the K verdicts (how much the judge disagrees with itself);
 * a paired comparison with another run: ``delta/<key>``, ``delta_ci_low/<key>``,
@@ -68,6 +71,7 @@ class Metric:
     judge: str | None = None  # judge metrics: which judge
     normalized: bool = False  # judge metrics: the 0–1 form
     needs_groups: bool = False  # applies only to items with GT groups (multi-hop benchmarks)
+    citation: str | None = None  # citation figures: the key in an item record's ``citations`` dict
 
 
 RETRIEVAL: Registry[Metric] = Registry(
@@ -129,6 +133,21 @@ CONTEXT_FIGURES: Registry[Metric] = Registry(
         ),
     },
 )
+CITATION_PREFIX = "citation"
+CITATION: Registry[Metric] = Registry(
+    "citation figure",
+    {
+        f"{CITATION_PREFIX}/{figure}": Metric(f"{CITATION_PREFIX}/{figure}", description, citation=figure)
+        for figure, description in (
+            ("validity", "share of citation markers that name a context the answer was given"),
+            ("coverage", "share of the answer's claim sentences that carry a citation"),
+            ("precision", "share of the cited passages that are GT"),
+            ("recall", "share of the GT passages among the contexts that the answer cites (given retrieval)"),
+            ("support", "share of cited sentences their cited contexts support (IDs first, then a judge)"),
+        )
+    },
+)
+
 #: Above this unmapped share ``ragtrack eval`` warns: the retrieval metrics then say more about
 #: the mapping (a corpus that is not what the agent indexed) than about the agent.
 UNMAPPED_WARNING = 0.10
@@ -162,12 +181,15 @@ def lookup(name: str) -> Metric:
     name = current_key(ALIASES.get(name, name))
     if name in RETRIEVAL:
         return RETRIEVAL.get(name)
+    if name in CITATION:
+        return CITATION.get(name)
     for judge in JUDGES:
         if name == judge:
             return judge_metric(judge)
         if name == judge_metric(judge, normalized=True).name:
             return judge_metric(judge, normalized=True)
     known = [*RETRIEVAL.names(), *ALIASES, *JUDGES.names(), *(judge_metric(j, True).name for j in JUDGES)]
+    known += CITATION.names()
     raise UnknownNameError(f"unknown metric {name!r}; expected one of: {', '.join(known)}")
 
 
@@ -219,6 +241,8 @@ def item_value(record: ItemRecord, name: str) -> float | None:
         return None
     if metric.item_key is not None:
         return record.retrieval.get(metric.item_key)
+    if metric.citation is not None:
+        return record.citations.get(metric.citation)
     verdict = record.judges.get(metric.judge or "")
     if verdict is None or verdict.score is None:
         return None
@@ -283,7 +307,7 @@ def display_order(keys: Iterable[str]) -> list[str]:
     (grouped by metric), the comparison figures, the 0–1 forms, the counts, and the
     LLM accounting last.
     """
-    names = [*HEADLINE, *(n for n in comparable_metrics() if n not in HEADLINE)]
+    names = [*HEADLINE, *(n for n in comparable_metrics() if n not in HEADLINE and "/" not in n)]  # bare: primary
 
     def position(name: str) -> int:
         base = name.rpartition("/")[2]  # norm/correctness, counts/judged/correctness → correctness
@@ -306,5 +330,6 @@ def display_order(keys: Iterable[str]) -> list[str]:
 
 
 def comparable_metrics() -> tuple[str, ...]:
-    """What ``compare`` pairs item by item: every retrieval metric, then every judge mean."""
-    return (*RETRIEVAL.names(), *JUDGES.names())
+    """What ``compare`` pairs item by item: every retrieval metric, every judge mean, then the citation
+    figures (secondary: paired where both versions' answers cite)."""
+    return (*RETRIEVAL.names(), *JUDGES.names(), *CITATION.names())

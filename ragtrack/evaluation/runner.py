@@ -26,7 +26,15 @@ from typing import IO
 from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
-from ragtrack.evaluation.scoring import item_record, judge_input, judges_for, score_item
+from ragtrack.evaluation.scoring import (
+    SupportVerdicts,
+    check_support,
+    citation_check,
+    item_record,
+    judge_input,
+    judges_for,
+    score_item,
+)
 from ragtrack.files import named
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
@@ -156,7 +164,7 @@ class Checkpoint:
 def answer_and_score(item: GoldenItem, agent: Agent, panel: JudgePanel) -> ItemRecord:
     """Ask the agent, then score what it said: one item, start to finish, in this thread."""
     started = time.monotonic()
-    output = answer_timed(agent, item.question)
+    output = answer_timed(agent, item.question, item.history)
     return score_item(item, output, panel, agent.top_k or len(output.contexts), time.monotonic() - started)
 
 
@@ -228,6 +236,7 @@ class _Item:
     output: AgentOutput | None = None
     verdicts: dict[str, JudgeRecord] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
+    support: SupportVerdicts | None = None  # the judge's reading of cited sentences the IDs left open
     waiting: int = 0  # judge calls not back yet
 
 
@@ -250,7 +259,7 @@ def _pipeline(
             before_judges = len({id(w) for w in judging.values()})
             while queue and stopped is None and len(answering) < answer_workers and before_judges < 2 * judge_workers:
                 work = _Item(queue.popleft(), time.monotonic())
-                answering[answerers.submit(answer_timed, agent, work.item.question)] = work
+                answering[answerers.submit(answer_timed, agent, work.item.question, work.item.history)] = work
             finished, _ = wait([*answering, *judging], return_when=FIRST_COMPLETED)
             for future in finished:
                 work = answering.pop(future, None) or judging.pop(future)
@@ -261,12 +270,19 @@ def _pipeline(
                     continue
                 if work.output is None:  # an answer: one call per judge that can judge it (judges_for)
                     work.output = result
-                    if names := judges_for(result, panel):
-                        inp = judge_input(work.item, result)
-                        for name in names:
-                            judging[judges.submit(panel.judge, inp, (name,))] = work
-                            work.waiting += 1
+                    names = judges_for(result, panel)
+                    inp = judge_input(work.item, result)
+                    for name in names:
+                        judging[judges.submit(panel.judge, inp, (name,))] = work
+                        work.waiting += 1
+                    if (check := citation_check(work.item, result)) and check.asks:
+                        judging[judges.submit(check_support, panel, check)] = work
+                        work.waiting += 1
+                    if work.waiting:
                         continue
+                elif isinstance(result, SupportVerdicts):
+                    work.support = result
+                    work.waiting -= 1
                 else:
                     verdicts, usage = result
                     work.verdicts.update(verdicts)
@@ -277,7 +293,7 @@ def _pipeline(
                     ordered = {name: work.verdicts[name] for name in panel.steps if name in work.verdicts}
                     k = agent.top_k or len(work.output.contexts)
                     latency = time.monotonic() - work.started
-                    finish(item_record(work.item, work.output, ordered, work.usage, k, latency))
+                    finish(item_record(work.item, work.output, ordered, work.usage, k, latency, work.support))
             if stopped:  # the endpoint keeps failing: keep what finished, abandon what is in flight
                 break
         interrupted = False

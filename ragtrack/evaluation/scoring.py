@@ -9,12 +9,74 @@ uses the two halves: :func:`judge_input` and :func:`item_record`.
 
 from __future__ import annotations
 
-from ragtrack.agent import AgentOutput, RetrievedContext
+from dataclasses import dataclass
+
+from ragtrack.agent import AgentOutput, RetrievedContext, turns_json
+from ragtrack.citation_markers import cited_sentences
+from ragtrack.evaluation.citation_judge import SupportInput, judge_support
+from ragtrack.evaluation.citations import CitationScores, score_citations, support_rate
 from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
 from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, StageRecord, passage_groups
+from ragtrack.text import is_refusal
+
+#: The judge step that reads cited sentences, in an item's judge usage.
+CITATION_SUPPORT = "judge.citation_support"
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    """An answer's citations scored from IDs, and the sentences a judge must read (index → what it cites)."""
+
+    scores: CitationScores
+    asks: dict[int, SupportInput]
+
+
+@dataclass(frozen=True)
+class SupportVerdicts:
+    """The judge's verdicts on the sentences the IDs could not decide, and what they cost."""
+
+    verdicts: dict[int, bool]
+    usage: Usage
+
+
+def citation_check(item: GoldenItem, output: AgentOutput) -> CitationCheck | None:
+    """The ID-based part of the citation check of an answer that cites (None for one that does not). Pure."""
+    if not output.cite_styles or not output.answered:
+        return None
+    sentences = cited_sentences(output.cited_answer or output.answer, output.cite_styles)
+    contexts = [c.passage_ids for c in output.contexts]
+    scores = score_citations(sentences, contexts, item.gt_context_ids, declined=is_refusal(output.answer))
+    asks = {
+        n: SupportInput(
+            sentences[n].text, tuple(output.contexts[c].text for c in sentences[n].cites if 0 <= c < len(contexts))
+        )
+        for n in scores.undecided
+    }
+    return CitationCheck(scores, asks)
+
+
+def check_support(panel: JudgePanel, check: CitationCheck) -> SupportVerdicts:
+    """Ask the panel's judge about the sentences the IDs left open (a failed verdict is left out)."""
+    verdicts, usage, _ = judge_support(panel.llm, panel.support, check.asks)
+    return SupportVerdicts(verdicts, usage)
+
+
+def citation_figures(check: CitationCheck | None, support: SupportVerdicts | None) -> dict[str, float | None]:
+    """The record's citation figures (empty for an answer that does not cite)."""
+    if check is None:
+        return {}
+    s = check.scores
+    rate = support_rate(s, support.verdicts if support else {})
+    return {
+        "validity": s.validity,
+        "coverage": s.coverage,
+        "precision": s.precision,
+        "recall": s.recall,
+        "support": rate,
+    }
 
 
 def judge_input(item: GoldenItem, output: AgentOutput) -> JudgeInput:
@@ -29,6 +91,7 @@ def item_record(
     judge_usage: dict[str, Usage],
     k: int,
     latency_s: float = 0.0,
+    support: SupportVerdicts | None = None,
 ) -> ItemRecord:
     """The record of one item: its retrieval metrics and the judges' verdicts. Pure.
 
@@ -36,8 +99,11 @@ def item_record(
     all-hops rank the contexts themselves (the units the agent returned), so a large unit
     does not push the GT passage it holds down the ranking. ``k`` is the cut-off of the
     rank metrics in units (the version's top_k). An output that did not report its
-    retrieval gets no retrieval metrics (``retrieval`` stays empty).
+    retrieval gets no retrieval metrics (``retrieval`` stays empty). ``support``: the judge's verdicts
+    on cited sentences the IDs could not decide (:func:`check_support`).
     """
+    if support is not None:
+        judge_usage = {**judge_usage, CITATION_SUPPORT: support.usage}
     return ItemRecord(
         id=item.id,
         type=item.type,
@@ -64,6 +130,9 @@ def item_record(
             for s in output.stages
         ],
         answered=output.answered,
+        history=turns_json(item.history),
+        cited_answer=output.cited_answer if output.cite_styles else "",
+        citations=citation_figures(citation_check(item, output), support),
     )
 
 
@@ -81,7 +150,9 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
     :class:`~ragtrack.llm.CircuitOpenError` only when the judge endpoint keeps failing."""
     names = judges_for(output, panel)
     verdicts, judge_usage = panel.judge(judge_input(item, output), names) if names else ({}, {})
-    return item_record(item, output, verdicts, judge_usage, k, latency_s)
+    check = citation_check(item, output)
+    support = check_support(panel, check) if check and check.asks else None
+    return item_record(item, output, verdicts, judge_usage, k, latency_s, support)
 
 
 def _context(c: RetrievedContext) -> ContextRecord:

@@ -15,9 +15,11 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage
+from ragtrack.agent import AgentContext, AgentIdentity, AgentOutput, RetrievedContext, Setup, Stage, turns_json
 from ragtrack.caches import cache_path
+from ragtrack.citation_markers import DEFAULT_STYLES, strip_markers
 from ragtrack.errors import InputError, Problem, RagtrackError
 from ragtrack.heartbeat import heartbeat
 from ragtrack.llm.accounting import Usage
@@ -30,7 +32,7 @@ from ragtrack.pipeline.qa_pairs import OFFLINE_PAIRS
 from ragtrack.pipeline.query_vectors import QueryVectorCache
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
-from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep
+from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep, resolve_follow_up, with_history
 from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MODES, VersionSpec
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
 from ragtrack.registry import load_object
@@ -40,6 +42,9 @@ from ragtrack.text import document_frequencies, keywords
 log = logging.getLogger(__name__)
 
 INDEX_LAYOUT = "v2"  # bump when the on-disk index layout changes (v2: index-time text vectors)
+
+if TYPE_CHECKING:
+    from ragtrack.golden import Turn
 
 
 @dataclass
@@ -241,21 +246,35 @@ class PipelineAgent:
         chunk = self.chunks[chunk_id]
         return self.parents[chunk.parent_id] if chunk.parent_id else chunk
 
-    def answer(self, question: str) -> AgentOutput:
+    def answer(self, question: str, history: Sequence[Turn] = ()) -> AgentOutput:
+        """Answer ``question``. A version that rewrites resolves a follow-up against ``history`` first
+        (offline :func:`resolve_follow_up`; with an LLM, the rewrite reads the turns) and retrieves and
+        answers the standalone question; a version without a rewrite step answers the follow-up as
+        it stands, as such a pipeline would."""
         r = self.spec.retrieval
         errors: list[str] = []
         usage: dict[str, Usage] = {}
         stages: list[Stage] = []
-        queries = [question]
         start = time.time_ns()
         if self.rewrite_step is not None:
-            rewritten = self.llm.run(self.rewrite_step, question)
+            asked = question
+            if history and self.llm.is_offline:
+                question = resolve_follow_up(question, history)
+            llm_reads = with_history(question, history) if history and not self.llm.is_offline else question
+            rewritten = self.llm.run(self.rewrite_step, llm_reads)
             usage[self.rewrite_step.name] = rewritten.usage
+            queries = [question]
             if rewritten.ok:
                 queries += [q for q in rewritten.value if q != question]
+                if history and not self.llm.is_offline and rewritten.value:
+                    question = rewritten.value[0]  # the LLM's standalone form of the follow-up
             else:
                 errors.append(f"rewrite: {rewritten.error}")
-            start = self._stage(stages, "rewrite", "llm", start, {"question": question}, {"queries": queries})
+            inputs = {"question": asked, **({"history": turns_json(history)} if history else {})}
+            outputs = {"queries": queries, **({"standalone": question} if history else {})}
+            start = self._stage(stages, "rewrite", "llm", start, inputs, outputs)
+        else:
+            queries = [question]
 
         if self.mode.needs_dense or self.llm.is_offline:
             self.embedder.encode(queries)  # every query variant in one batch; searches and generation reuse them
@@ -292,8 +311,11 @@ class PipelineAgent:
         usage.update(generation.usage)
         outputs = {"answer": generation.answer, **({"outline": list(generation.outline)} if generation.outline else {})}
         self._stage(stages, "generate", "llm", start, {"question": question, "contexts": len(contexts)}, outputs)
+        cite = self.spec.generation.cite
         return AgentOutput(
-            answer=generation.answer,
+            answer=strip_markers(generation.answer) if cite else generation.answer,
+            cite_styles=DEFAULT_STYLES if cite else (),
+            cited_answer=generation.answer if cite else "",
             contexts=contexts,
             queries=queries,
             outline=list(generation.outline),

@@ -72,6 +72,7 @@ class AnswerStep(Step[AnswerInput, str]):
 
     embedder: Embedder | None = field(default=None, repr=False)
     max_sentences: int = 4
+    cite: bool = False  # offline: mark each sentence with the number of the context it was taken from
 
     def messages(self, inp: AnswerInput) -> list[dict[str, str]]:
         return chat_messages(
@@ -87,11 +88,24 @@ class AnswerStep(Step[AnswerInput, str]):
             raise ParseError("empty answer")
         return text
 
+    def _sentence(self, picked: tuple[int, int, str]) -> str:
+        """A picked sentence as the answer says it: with ``[n]`` (its context's number) when citing,
+        written before the sentence's closing mark."""
+        ci, _, sentence = picked
+        if not self.cite:
+            return sentence
+        marker = f"[{ci + 1}]"
+        if sentence.endswith(("。", "！", "？", "；")):
+            return sentence[:-1] + marker + sentence[-1]
+        if sentence.endswith((".", "!", "?")):
+            return f"{sentence[:-1]} {marker}{sentence[-1]}"
+        return f"{sentence} {marker}"
+
     def offline(self, inp: AnswerInput) -> str:
         if not inp.outline:
             picked = closest_sentences(self.embedder, inp.question, inp.contexts, self.max_sentences)
             language = language_of(inp.question)
-            return join_sentences((s for _, _, s in sorted(picked)), language) or NO_ANSWER[language]
+            return join_sentences((self._sentence(p) for p in sorted(picked)), language) or NO_ANSWER[language]
         # Outline-led: one paragraph per outline point, in the outline's order, each the
         # sentence closest to that point and the question, never reusing a sentence.
         queries = [f"{inp.question} {point}" for point in inp.outline[: self.max_sentences]]
@@ -102,7 +116,7 @@ class AnswerStep(Step[AnswerInput, str]):
             best = closest_sentences(self.embedder, query, inp.contexts, 1, used)
             if best:
                 used.add(best[0][2])
-                paragraphs.append(best[0][2])
+                paragraphs.append(self._sentence(best[0]))
         return "\n\n".join(paragraphs) or NO_ANSWER[language_of(inp.question)]
 
 
@@ -170,6 +184,7 @@ class DirectGenerator:
             temperature=spec.llm.temperature,
             embedder=embedder,
             max_sentences=spec.generation.max_sentences,
+            cite=spec.generation.cite,
         )
 
     def generate(self, question: str, contexts: list[Chunk]) -> Generation:

@@ -4,16 +4,26 @@ With an LLM, the question is rephrased into several queries with different
 wording and focus. Offline, two deterministic variants: the question reduced to
 its content words, and a pseudo-relevance-feedback expansion (the question plus
 the most distinctive words of its top BM25 hits), a classic recall fix.
+
+A follow-up ("And its price?", "那它的价格呢？") names its subject by reference to
+the turns before it. Rewriting resolves it first (:func:`resolve_follow_up`):
+offline, by a documented heuristic; with an LLM, the rewrite prompt reads the
+earlier turns with the question and its queries are standalone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from ragtrack.agent import transcript
 from ragtrack.llm.base import Step
 from ragtrack.llm.jsonparse import string_list
-from ragtrack.text import chat_messages, content_tokens
+from ragtrack.text import chat_messages, content_tokens, is_chinese
+
+if TYPE_CHECKING:
+    from ragtrack.golden import Turn
 
 REWRITE_SCHEMA = {
     "type": "object",
@@ -41,3 +51,23 @@ class RewriteStep(Step[str, tuple[str, ...]]):
             extra = [w for w in self.expand(question) if w not in words]
             variants.append(" ".join([*words, *extra]))
         return tuple(v for v in dict.fromkeys(variants) if v and v != question)[: self.n]
+
+
+def resolve_follow_up(question: str, history: Sequence[Turn]) -> str:
+    """A follow-up made standalone, offline: the content words of the last user turn that the question
+    does not already hold are put before it ("How do I install it?" after "What is ComfyUI-Manager?"
+    → "comfyui-manager How do I install it?"). The subject of a follow-up is nearly always the previous
+    question's; the words go first so that a lexical retriever and the extractive generator weigh them
+    as the question's own. Without a user turn the question is returned as it is."""
+    previous = next((t.content for t in reversed(history) if t.role == "user"), "")
+    own = set(content_tokens(question))
+    carried = [w for w in dict.fromkeys(content_tokens(previous)) if w not in own]
+    if not carried:
+        return question
+    return ("".join(carried) if is_chinese(question) else " ".join(carried)) + " " + question
+
+
+def with_history(question: str, history: Sequence[Turn]) -> str:
+    """What an LLM rewrite reads for a follow-up: the earlier turns, then the question to make standalone
+    (the prompt's ``{{question}}`` slot, so a version's prompt file is the same with and without)."""
+    return f"{transcript(history)}\nuser (the follow-up to rewrite as a standalone question): {question}"

@@ -176,6 +176,10 @@ class LLMSpec(_Strict):
 class GenerationSpec(_Strict):
     strategy: str
     max_sentences: int = Field(default=4, gt=0, description="extractive (offline) answers only")
+    # The answer cites its numbered contexts ([1], [2]…): offline, each extracted sentence is marked with
+    # the context it came from; with an LLM, the answer prompt must ask for the markers (see
+    # prompts/answer_cited.md). Scored by the citation figures. Left out of the spec's dump while false.
+    cite: bool = Field(default=False, exclude_if=lambda v: not v)
 
     @field_validator("strategy")
     @classmethod

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from ragtrack.evaluation.stats import mean_interval, proportion_interval
 from ragtrack.production.messages import ProductionMessage
-from ragtrack.production.signals import REFERENCE_FREE, is_refusal
+from ragtrack.production.signals import REFERENCE_FREE
+from ragtrack.text import is_refusal
 
 #: metric → (the worse direction: +1 rising is worse, −1 falling is worse).
 METRICS: dict[str, int] = {

@@ -11,11 +11,11 @@ rate judges a superset of a lower one.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 
 from ragtrack.evaluation.judges import JudgeInput
 from ragtrack.production.messages import ProductionMessage
+from ragtrack.text import is_refusal
 
 #: The judges that need no GT answer: what production traffic can be scored with.
 REFERENCE_FREE = ("groundedness", "relevance")
@@ -23,22 +23,6 @@ REFERENCE_FREE = ("groundedness", "relevance")
 LOW_RETRIEVAL_SCORE = 0.3
 #: A judge score at or below this (1–5) counts as a bad answer.
 BAD_SCORE = 2
-
-# What apps say when they will not answer: matched at the start of the answer or as the whole of it.
-_REFUSALS = re.compile(
-    r"^\W*(?:(?:sorry|unfortunately)\b.{0,40}?)?"
-    r"(?:i (?:could not|couldn't|cannot|can't|was unable to|am unable to|do not|don't) (?:find|answer|help|know)"
-    r"|(?:there is |i have )?no (?:relevant )?(?:information|answer|results?)"
-    r"|the (?:knowledge base|documents?|context) (?:does|do) not (?:contain|mention|say))"
-    r"|^\W*(?:抱歉|对不起|很遗憾)?[，,。\s]*(?:我)?(?:无法|不能|没有|未能|暂时无法)(?:找到|回答|检索到|查到|提供)"
-    r"|(?:知识库|资料|文档)中?(?:没有|未)(?:找到|包含|提到)",
-    re.IGNORECASE,
-)
-
-
-def is_refusal(answer: str) -> bool:
-    """The answer declines ("I could not find this…", "抱歉，知识库中没有找到…") or is empty."""
-    return not answer.strip() or bool(_REFUSALS.search(answer.strip()[:200]))
 
 
 def top_retrieval_score(message: ProductionMessage) -> float | None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
@@ -77,9 +78,13 @@ class RagflowServer(LoopbackServer):
         chat_routes: tuple[str, ...] = ("chats_openai", "openai"),
         traffic=None,
         port: int = 0,
+        cites: Callable[[str, list[str]], str] | None = None,
     ):
         super().__init__(port)
         self.api_key, self.top_n, self.old = api_key, top_n, old
+        #: How the assistant cites: (answer, the reference chunks' texts in order) → the answer with its
+        #: [ID:n] markers. Default: one [ID:0] after an answer that retrieved anything.
+        self.cites = cites
         self.chat_routes = ("chats_openai",) if old else chat_routes
         self.knowledge = Knowledge(kb, ragflow_chunks, max_chars, ids=hex_id)
         self.dataset_name = dataset_name or Path(kb).resolve().name
@@ -157,7 +162,9 @@ class RagflowServer(LoopbackServer):
         question = str(messages[-1].get("content") or "")
         hits = self.knowledge.search(question, self.top_n)
         answer = extractive_answer(question, [s for s, _ in hits])
-        if hits:
+        if self.cites is not None:
+            answer = self.cites(answer, [s.text for s, _ in hits])
+        elif hits:
             answer += " [ID:0]"  # RAGFlow marks the chunks it cites
         message: dict[str, Any] = {"role": "assistant", "content": answer}
         if extra.get("reference") and not (fault is not None and fault.kind == "no_reference"):

@@ -12,6 +12,8 @@ Two output forms, chosen by the ``output`` key of the model's config:
   :class:`~ragtrack.agent.AgentOutput` (stages, usage, errors) — what the Spark
   engine scores exactly as the local engine scores an answer made in its own process.
 
+A follow-up question travels in the same string column as JSON (:func:`follow_up`).
+
 The agent is built once per process and kept (a Spark worker loads the model again
 for every task; the index and models behind it load once).
 """
@@ -22,13 +24,17 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragtrack.agent import answer_timed, turns_json
+
 if TYPE_CHECKING:
     from ragtrack.agent import Agent
     from ragtrack.corpus import Corpus
+    from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
 #: Every key a logged model's config has (MLflow lets a loader override only the keys logged).
@@ -79,14 +85,41 @@ def _say(line: str) -> None:
     print(f"ragtrack: {line}", file=sys.stderr, flush=True)
 
 
+def follow_up(question: str, history: Sequence[Turn]) -> str:
+    """How a follow-up travels in the pyfunc's one string column: ``{"question", "history"}`` as JSON
+    (a lone question is sent as it is)."""
+    if not history:
+        return question
+    return json.dumps({"question": question, "history": turns_json(history)}, ensure_ascii=False)
+
+
+def asked(text: str) -> tuple[str, tuple[Turn, ...]]:
+    """(question, earlier turns) of one input string: :func:`follow_up`'s JSON, or a plain question
+    (anything else that starts with ``{`` is a question too)."""
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return text, ()
+        if isinstance(data, dict) and set(data) == {"question", "history"} and isinstance(data["question"], str):
+            from ragtrack.golden import Turn
+
+            try:
+                return data["question"], tuple(Turn.model_validate(t) for t in data["history"])
+            except (TypeError, ValueError):
+                return text, ()
+    return text, ()
+
+
 def answer_all(spec: LoadedSpec, settings: ModelSettings, questions: list[str]) -> list:
-    """One output per question, in the form ``settings.output`` names."""
+    """One output per question (a plain question, or a follow-up as :func:`follow_up` writes it), in the
+    form ``settings.output`` names."""
     agent, corpus = built_agent(spec, settings)
     if settings.output == "record":
-        return [answer_record(agent, corpus, q) for q in questions]
+        return [answer_record(agent, corpus, *asked(q)) for q in questions]
     outputs = []
-    for question in questions:
-        out = agent.answer(question)
+    for text in questions:
+        out = answer_timed(agent, *asked(text))
         outputs.append(
             {
                 "answer": out.answer,
@@ -99,15 +132,14 @@ def answer_all(spec: LoadedSpec, settings: ModelSettings, questions: list[str]) 
     return outputs
 
 
-def answer_record(agent: Agent, corpus: Corpus, question: str) -> str:
+def answer_record(agent: Agent, corpus: Corpus, question: str, history: Sequence[Turn] = ()) -> str:
     """``{"output", "corpus_digest", "seconds"}`` as JSON; ``{"stopped", "refused"}`` when the agent's
     endpoint keeps failing (the engine stops the run as the local engine does, keeping what finished)."""
-    from ragtrack.agent import answer_timed
     from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
 
     started = time.monotonic()
     try:
-        output = answer_timed(agent, question)
+        output = answer_timed(agent, question, history)
     except CircuitOpenError as e:
         return json.dumps({"stopped": str(e), "refused": isinstance(e, EndpointRefusedError)})
     seconds = time.monotonic() - started

@@ -202,7 +202,12 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
     root = mlflow.start_span_no_context(
         r.id,
         span_type=SpanType.AGENT,
-        inputs={"item_id": r.id, "type": r.type, "question": r.question},
+        inputs={
+            "item_id": r.id,
+            "type": r.type,
+            **({"history": r.history} if r.history else {}),
+            "question": r.question,
+        },
         attributes={"retrieved_passage_ids": r.retrieved_passage_ids, "gt_passage_ids": r.gt_context_ids},
         tags={Tag.ITEM_ID: r.id, Tag.ITEM_TYPE: r.type, Tag.VERSION: run.version, Tag.RECORD: r.digest},
         metadata=metadata,

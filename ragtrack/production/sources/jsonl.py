@@ -2,7 +2,8 @@
 
     {"question": "…", "answer": "…", "contexts": [{"text": "…", "id": "seg-17"}],
      "rating": "dislike", "comment": "wrong port", "user": "u-42",
-     "created_at": "2025-03-01T09:30:00+08:00", "app_version": "bot-v3", "message_id": "m-981"}
+     "created_at": "2025-03-01T09:30:00+08:00", "app_version": "bot-v3", "message_id": "m-981",
+     "conversation_id": "c-77"}
 
 ``rating`` is ``like``, ``dislike`` or null; ``comment`` and ``user`` may be null; a ``created_at``
 without a zone is UTC; ``contexts`` lists what the app retrieved, in rank order (``[]``: nothing), a
@@ -50,6 +51,9 @@ class Record(BaseModel):
     created_at: str
     app_version: str = Field(min_length=1)
     message_id: str | None = Field(default=None, min_length=1)
+    # The conversation it belongs to: its turns are ordered by created_at, and a later turn keeps the
+    # earlier ones as its history when it becomes a golden candidate.
+    conversation_id: str | None = Field(default=None, min_length=1)
 
     @field_validator("created_at")
     @classmethod
@@ -125,6 +129,7 @@ def _pulled(r: Record) -> PulledMessage:
         user=r.user,
         feedback=UserFeedback(r.rating, r.comment) if r.rating else None,
         app=r.app_version,
+        conversation_id=r.conversation_id,
     )
 
 
