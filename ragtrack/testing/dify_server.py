@@ -31,6 +31,10 @@ Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
 ``rate_limit_403`` (Dify Cloud's knowledge rate limit), ``no_metadata`` (a
 reply without ``metadata.retriever_resources``) and ``no_citations`` (an empty
 list, as recent Dify versions send with citations off).
+
+Workflow apps (``app_mode = "workflow"``: ``POST /v1/workflows/run``) and chatflows
+(``advanced-chat``) run the graph of :mod:`ragtrack.testing.dify_workflow`, streaming every node's
+events as Dify does; ``plant`` gives a question node faults, ``workflow_runs`` is what each run did.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from ragtrack.testing.conversations import (
     add_traffic_options,
     traffic_args,
 )
+from ragtrack.testing.dify_workflow import Route, Workflow, WorkflowRun, parse_fault
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
 from ragtrack.testing.server import (
     FAULTS,
@@ -102,6 +107,7 @@ class DifyServer(LoopbackServer):
         ("GET", r"/v1/info", "app_info"),
         ("POST", r"/v1/chat-messages", "chat_messages"),
         ("POST", r"/v1/completion-messages", "completion_messages"),
+        ("POST", r"/v1/workflows/run", "workflows_run"),
         ("GET", r"/v1/datasets", "list_datasets"),
         ("POST", rf"/v1/datasets/(?P<dataset>{UUID})/(?:retrieve|hit-testing)", "retrieve"),
         ("GET", rf"/v1/datasets/(?P<dataset>{UUID})/documents", "list_documents"),
@@ -125,6 +131,8 @@ class DifyServer(LoopbackServer):
         citations: bool = True,
         traffic=None,
         traffic_keys: dict[str, str] | None = None,
+        routes: tuple[Route, ...] = (),
+        answer_output: str = "answer",
         port: int = 0,
     ):
         super().__init__(port)
@@ -143,6 +151,23 @@ class DifyServer(LoopbackServer):
         self.admin_ratings: dict[str, str] = {}  # message ID → a rating given in the Dify console
         self.forgotten_end_users: set[str] = set()  # end-user IDs /end-users answers 404 for
         self.unlisted: set[str] = set()  # message IDs /messages leaves out (their feedbacks stay listed)
+        # workflow and advanced-chat apps run a graph (see dify_workflow): one class per document unless told
+        routes = routes or tuple(Route(Path(d.name).stem, (d.name,)) for d in self.knowledge.documents)
+        chat = app_mode == "advanced-chat"
+        self.workflow = Workflow(self.knowledge, routes, self.dataset_name, top_k, chat)
+        self.answer_output = answer_output
+        self.planted: dict[str, tuple[str, ...]] = {}
+        self.workflow_runs: list[WorkflowRun] = []  # what the graph did, question by question
+
+    def plant(self, question: str, *faults: str) -> None:
+        """Node faults the workflow meets whenever it is asked ``question`` (see dify_workflow)."""
+        self.planted[question] = tuple(parse_fault(f) for f in faults)
+
+    def _run_workflow(self, question: str) -> WorkflowRun:
+        run = self.workflow.run(question, self.planted.get(question, ()))
+        with self._lock:
+            self.workflow_runs.append(run)
+        return run
 
     def delete_conversation(self, conversation_id: str) -> None:
         """What deleting it in Dify does: its messages are gone, its feedbacks are still listed."""
@@ -279,6 +304,8 @@ class DifyServer(LoopbackServer):
         if isinstance(fault, Response):
             return fault
 
+        if app.mode == "advanced-chat" and app.key == self.app_key:
+            return self._chatflow(question, streaming)
         hits = self.knowledge.search(question, self.top_k)
         answer = extractive_answer(question, [s for s, _ in hits])
         metadata: dict[str, Any] = {"annotation_reply": None}
@@ -324,6 +351,75 @@ class DifyServer(LoopbackServer):
                 "metadata": metadata,
                 "created_at": int(time.time()),
             },
+        )
+
+    def _chatflow(self, question: str, streaming: bool) -> Response:
+        """A chatflow's reply: the node events and the answer's chunks, or (blocking) the message with
+        its ``retriever_resources`` and usage from ``message_end``."""
+        run = self._run_workflow(question)
+        task_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
+        events = self.workflow.events(run, task_id, message_id, self.answer_output)
+        if streaming:
+            return Response(200, events=events)
+        if run.failed:
+            error = next(n.error for n in run.nodes if n.error)
+            return self.error(400, "completion_request_error", str(error))
+        end = next(e for e in events if e["event"] == "message_end")
+        started = events[0]
+        return Response(
+            200,
+            {
+                "event": "message",
+                "task_id": task_id,
+                "id": message_id,
+                "message_id": message_id,
+                "conversation_id": started["conversation_id"],
+                "mode": "advanced-chat",
+                "answer": run.answer,
+                "metadata": end["metadata"],
+                "created_at": int(time.time()),
+            },
+        )
+
+    def workflows_run(self, request: Request) -> Response:
+        """``POST /v1/workflows/run``: a workflow app's run, streamed node by node or blocking (Dify's
+        WorkflowAppBlockingResponse: the outputs, no nodes)."""
+        if isinstance(app := self._app(request), Response):
+            return app
+        if app.mode != "workflow":
+            return self.error(400, "not_workflow_app", "Please check if your app mode matches the right API route.")
+        body = request.body if isinstance(request.body, dict) else {}
+        if not isinstance(body.get("inputs"), dict):
+            return self.error(400, "invalid_param", "inputs is required")
+        if not body.get("user"):
+            return self.error(400, "invalid_param", "Arg user must be provided.")
+        question = str(body["inputs"].get("query") or "")
+        if not question:
+            return self.error(400, "invalid_param", "query is required in input form")
+        if isinstance(fault := self._fault(), Response):
+            return fault
+        run = self._run_workflow(question)
+        events = self.workflow.events(run, str(uuid.uuid4()), None, self.answer_output)
+        if body.get("response_mode") == "streaming":
+            return Response(200, events=events)
+        finished = events[-1]
+        data = {
+            k: finished["data"][k]
+            for k in (
+                "id",
+                "workflow_id",
+                "status",
+                "outputs",
+                "error",
+                "elapsed_time",
+                "total_tokens",
+                "total_steps",
+                "created_at",
+                "finished_at",
+            )
+        }
+        return Response(
+            200, {"task_id": finished["task_id"], "workflow_run_id": finished["workflow_run_id"], "data": data}
         )
 
     # ---------------------------------------------------------------- production logs
