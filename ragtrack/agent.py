@@ -85,6 +85,9 @@ class Stage:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     contexts: tuple[RetrievedContext, ...] = ()
+    #: What a workflow platform said of the node behind this stage (id, type, title, index, status,
+    #: error, elapsed_s, tokens): node metrics read it; empty for ragtrack's own stages.
+    node: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         STAGE_KINDS.check(self.kind)

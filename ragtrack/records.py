@@ -86,6 +86,7 @@ class StageRecord:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     contexts: list[ContextRecord] = field(default_factory=list)
+    node: dict[str, Any] = field(default_factory=dict)  # a workflow node's id, type, title, status, ...
 
     @classmethod
     def from_json(cls, data: dict) -> StageRecord:

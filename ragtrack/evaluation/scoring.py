@@ -60,7 +60,9 @@ def item_record(
         gt_groups=[list(g) for g in item.gt_groups],
         usage={"agent": dict(output.usage), "judge": judge_usage},
         stages=[
-            StageRecord(s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts])
+            StageRecord(
+                s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts], s.node
+            )
             for s in output.stages
         ],
         answered=output.answered,
