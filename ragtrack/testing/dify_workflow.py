@@ -107,6 +107,7 @@ class Workflow:
 
     def __init__(self, knowledge: Knowledge, routes: tuple[Route, ...], dataset_name: str, top_k: int, chat: bool):
         self.knowledge, self.routes, self.top_k, self.chat = knowledge, routes, top_k, chat
+        self.llm_latency_s = 0.0  # how long each LLM node takes (a real model takes seconds; benchmarks set it)
         self.dataset_name = dataset_name
         self.workflow_id = str(stable_id("workflow", dataset_name, "chat" if chat else "workflow"))
 
@@ -127,6 +128,8 @@ class Workflow:
                 run.failed = title
                 return False
             run.nodes.append(NodeRun(self.node_id(title), node_type, title, inputs, outputs, tokens=tokens))
+            if tokens and self.llm_latency_s:
+                time.sleep(self.llm_latency_s)
             return True
 
         start_outputs = {"sys.query": question} if self.chat else {"query": question}
