@@ -80,9 +80,9 @@ def main() -> None:
     print(f"{a.questions} questions × {a.rounds} rounds, one at a time, {a.llm_latency:g} s per LLM node (3 a run)")
     print(f"  blocking   median {statistics.median(walls[False]):.3f} s")
     print(f"  streaming  median {statistics.median(walls[True]):.3f} s (every node kept)")
-    print(
-        f"  streaming ÷ blocking: median {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)})"
-    )
+    rounds = ", ".join(f"{r:.3f}" for r in ratios)
+    print(f"  streaming ÷ blocking: median {statistics.median(ratios):.3f} (rounds: {rounds})")
+    print(f"  capture cost: {extra_ms:+.2f} ms a question")
 
 
 if __name__ == "__main__":

@@ -126,6 +126,9 @@ class ItemRecord:
     usage: dict[str, dict[str, Usage]] = field(default_factory=dict)  # "agent" / "judge" → step → usage
     stages: list[StageRecord] = field(default_factory=list)  # how the answer was produced, timed
     answered: bool = True  # False: the agent gave no answer (see ``errors``), so no judge scored it
+    intent: str = ""  # the golden item's expected class (node metrics)
+    must_keep: list[str] = field(default_factory=list)  # terms the rewrite must keep
+    first_failing: str = ""  # the first node role that failed, in flow order ("" none: see evaluation.nodes)
 
     @property
     def retrieved_unit_ids(self) -> list[str]:

@@ -4,11 +4,14 @@ computed from the stand-in's own record of what each node did (``server.workflow
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
 from ragtrack.api import evaluate
 from ragtrack.cli import main
+from ragtrack.report import node_lines
 from ragtrack.testing.dify_workflow import ANSWER, INTENT, REWRITE, UNFAITHFUL
 
 from .test_platform_agents import APP_KEY, DIFY_AGENT, DIFY_SEGMENTS, by_hand, dify_server, keys, write_spec
@@ -128,3 +131,86 @@ def test_the_app_mode_must_match_the_app(project, keys):
     assert result.exit_code == 2 and "the app is a workflow app" in result.output, result.output
     assert "set app_mode = 'workflow'" in result.output and [x.request.path for x in server.exchanges] == ["/v1/info"]
     assert APP_KEY not in result.output
+
+
+def add_expectations(project, expectations: dict[str, dict]) -> None:
+    """Give the tiny golden set's items node expectations (intent, must_keep)."""
+    path = project / "golden" / "golden.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, **expectations.get(r["id"], {})}) + "\n" for r in rows))
+
+
+EXPECT = {
+    "a1": {"intent": "sampler", "must_keep": ["cfg"]},
+    "a2": {"intent": "sampler", "must_keep": ["steps", "sampler"]},
+    "b1": {"intent": "sampler", "must_keep": ["steps", "cfg"]},
+    "c1": {"intent": "models", "must_keep": ["checkpoints"]},
+    "d1": {"intent": "models"},
+}
+
+
+def test_node_metrics_and_the_first_failing_node_are_what_the_app_did(project, keys):
+    """a2's rewrite loses "steps" (retention 1/2 → rewrite fails first); a1 is routed to notes (wrong
+    intent, and its retrieval there misses); b1's answer is made up (generation); the rest pass or fail
+    where their record says. Every figure is computed here from the stand-in's record."""
+    add_expectations(project, EXPECT)
+    with dify_server(project, app_mode="workflow") as server:
+        server.plant(COUNTED, "drop_term:steps")
+        server.plant(CFG, "misroute")
+        server.plant("List the sampler defaults for steps and cfg.", "unfaithful")
+        agent = DIFY_AGENT.format(url=server.base_url, n=2) + 'app_mode = "workflow"\n'
+        write_spec(project, "dify-flow", agent + '\n[agent.nodes]\nrewrite = "问题改写"\n')
+        report = evaluate("dify-flow", root=project)
+    records, metrics = report.records, report.metrics
+    printed = "\n".join(node_lines(records, metrics))  # what ragtrack eval prints under its tables
+    runs = runs_by_question(server)
+    golden = {r["id"]: r for r in map(json.loads, (project / "golden" / "golden.jsonl").read_text().splitlines())}
+    run_of = {i: runs[g["question"]] for i, g in golden.items()}
+    # By hand from the record: intent accuracy over the five items with an intent.
+    right = [i for i, e in EXPECT.items() if run_of[i].intent == e["intent"]]
+    assert run_of["a1"].intent == "notes" and "a1" not in right
+    retained = [
+        sum(t.casefold() in run_of[i].query.casefold() for t in e["must_keep"]) / len(e["must_keep"])
+        for i, e in EXPECT.items()
+        if "must_keep" in e
+    ]
+    assert retained[1] == 0.5
+    assert metrics["node/intent_accuracy"] == pytest.approx(len(right) / 5)
+    assert metrics["node/rewrite_retention"] == pytest.approx(sum(retained) / len(retained))
+    by_node: dict[str, list[float]] = {}
+    for i, g in golden.items():
+        ((title, segments),) = run_of[i].retrieved.items()
+        units = expected_units(server, segments)
+        covered = {pid for unit in units for pid in unit}
+        by_node.setdefault(title, []).append(len(covered & set(g["gt_context_ids"])) / len(g["gt_context_ids"]))
+    for title, recalls in by_node.items():
+        key = f"node/retrieval/{title.replace('·', '_')}/context_recall"
+        assert metrics[key] == pytest.approx(sum(recalls) / len(recalls)), key
+    roles = {s.name: s.node["role"] for r in records for s in r.stages if s.node.get("role")}
+    assert roles["问题改写"] == "rewrite" and roles["意图识别"] == "intent" and roles["回答生成"] == "generation"
+    assert {s.node["role_from"] for r in records for s in r.stages if s.name == "问题改写"} == {"declared"}
+    first = {r.id: r.first_failing for r in records}
+    assert first["a2"] == "rewrite" and first["a1"] == "intent"
+    # b1's made-up answer: generation fails when a judge scored it below 3, as its record says.
+    b1 = next(r for r in records if r.id == "b1")
+    low = any(b1.judges[j].score < 3 for j in ("groundedness", "correctness") if j in b1.judges)
+    assert first["b1"] == ("generation" if low else "")
+    # What the CLI prints: the same figures, and the failures by node.
+    assert f"intent accuracy {len(right) / 5:.3f} (n=5)" in printed
+    failures = "failures by node (first failing node per item, in flow order): rewrite 1/5, intent 1/5"
+    assert printed.count(failures) == 1, printed
+    assert "rewrite: 问题改写 — declared" in printed and "intent: 意图识别 — question-classifier node" in printed
+    assert "  a2: rewrite" in printed and "  a1: intent" in printed
+    assert metrics["node/first_failing/rewrite"] == 1 and metrics["node/first_failing/intent"] == 1
+
+
+def test_a_declared_node_the_app_lacks_is_one_error_listing_its_nodes(project, keys):
+    with dify_server(project, app_mode="workflow") as server:
+        agent = DIFY_AGENT.format(url=server.base_url, n=1) + 'app_mode = "workflow"\n'
+        write_spec(project, "dify-flow", agent + '\n[agent.nodes]\nintent = "意图分类"\n')
+        result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-flow"])
+    assert result.exit_code == 2, result.output
+    assert (
+        "[agent.nodes] intent = '意图分类': the app has no node titled so; its nodes: 开始, 问题改写, 意图识别, "
+        in result.output
+    ), result.output

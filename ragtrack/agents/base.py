@@ -225,7 +225,8 @@ class ExternalAgent(BaseAgent):
             if reply.contexts is not None and not reply.failed:  # kept only when complete: the app may get fixed
                 self.cache.put_json(key, reply.to_json())
         only = self.retrieves_only
-        stages = [self._stage(n) for n in reply.nodes]
+        roles = self.node_roles(reply) if reply.nodes else {}
+        stages = [self._stage(n, roles.get(n.title)) for n in reply.nodes]
         if reply.failed:  # a workflow node failed: a per-item error naming it, and what ran before it
             known = reply.contexts is not None
             return AgentOutput(
@@ -251,11 +252,16 @@ class ExternalAgent(BaseAgent):
         contexts = [self.mapper.map(c) for c in reply.contexts]
         return AgentOutput(reply.answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only, stages=stages)
 
-    def _stage(self, node: Node) -> Stage:
+    def node_roles(self, reply: Reply) -> dict[str, tuple[str, str]]:
+        """Node title → (role, why) for a reply's workflow nodes (a kind with workflows says)."""
+        return {}
+
+    def _stage(self, node: Node, role: tuple[str, str] | None) -> Stage:
         """A workflow node as a stage of the item's trace, its retrieved segments mapped to passages."""
         contexts = tuple(self.mapper.map(c) for c in node.contexts or [])
         outputs = {k: redact(v) if isinstance(v, str) else v for k, v in node.outputs.items()}
-        return Stage(node.title, node.kind, node.start_ns, node.end_ns, node.inputs, outputs, contexts, node.describe())
+        described = {**node.describe(), **({"role": role[0], "role_from": role[1]} if role else {})}
+        return Stage(node.title, node.kind, node.start_ns, node.end_ns, node.inputs, outputs, contexts, described)
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind
 from ragtrack.agents.base import (
@@ -48,6 +48,9 @@ from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, p
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.agents.workflow import (
     WorkflowReply,
+    assign_roles,
+    check_roles,
+    missing_roles,
     node_contexts,
     output_text,
     read_events,
@@ -57,6 +60,7 @@ from ragtrack.agents.workflow import (
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
+from ragtrack.llm.client import EndpointRefusedError
 
 if TYPE_CHECKING:
     from ragtrack.spec import LoadedSpec
@@ -88,6 +92,14 @@ class DifyTable(PlatformTable):
     response_mode: Literal["streaming", "blocking"] | None = Field(default=None, exclude_if=lambda v: v is None)
     answer_output: str | None = Field(default=None, exclude_if=lambda v: v is None)  # workflow: default "answer"
     contexts_output: str | None = Field(default=None, exclude_if=lambda v: v is None)  # blocking workflow
+    # [agent.nodes]: role → node title (rewrite = "问题改写"); roles not named are inferred from node types.
+    nodes: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+    @field_validator("nodes")
+    @classmethod
+    def _known_roles(cls, nodes: dict[str, str]) -> dict[str, str]:
+        return check_roles(nodes)
+
     user: str = "ragtrack"  # Dify requires an end-user ID
     inputs: dict[str, str | int | float | bool] = {}  # the app's variables
     # The input variable a completion app's prompt reads the question from (default "query", Dify's
@@ -106,6 +118,8 @@ class DifyTable(PlatformTable):
             raise ValueError("top_k and search_method apply to retrieval_only = true; an app uses its own settings")
         if self.app_mode != "workflow" and (self.answer_output or self.contexts_output):
             raise ValueError('answer_output and contexts_output name a workflow\'s outputs: app_mode = "workflow"')
+        if self.nodes and self.app_mode not in ("workflow", "advanced-chat"):
+            raise ValueError('[agent.nodes] names nodes of a workflow: app_mode = "workflow" or "advanced-chat"')
         if self.response_mode and self.app_mode not in ("workflow", "advanced-chat"):
             raise ValueError('response_mode applies to app_mode = "workflow" and "advanced-chat"')
         return self
@@ -189,6 +203,14 @@ class DifyAgent(PlatformAgent):
                 ) from None
             self.unanswered_check("Dify", e)
         return {}
+
+    def node_roles(self, reply: Reply) -> dict[str, tuple[str, str]]:
+        """The version's ``[agent.nodes]`` and the roles inferred for the rest; a declared rewrite,
+        intent or generation title no node of the run has stops the eval, listing the app's nodes."""
+        declared = self.table.nodes
+        if declared and not reply.failed and (problem := missing_roles(reply.nodes, declared)):
+            raise EndpointRefusedError(problem)
+        return assign_roles(reply.nodes, reply.answer, declared)
 
     def call(self, question: str, usage: Usage) -> Reply:
         return self._retrieve(question, usage) if self.table.retrieval_only else self._message(question, usage)

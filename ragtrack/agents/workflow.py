@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ragtrack.agent import NODE_ROLES
 from ragtrack.agents.base import AgentCallError, Reply, number
 from ragtrack.agents.endpoint import EndpointError, error_message
 from ragtrack.agents.mapping import PlatformContext
@@ -230,3 +231,57 @@ def output_text(outputs: dict[str, Any], name: str) -> str:
             f"the workflow's outputs have no text variable {name!r} (its outputs: {have}); set answer_output"
         )
     return value
+
+
+#: Roles a run passes through once whatever its branch: a declared title of one is looked for in every run.
+TRUNK_ROLES = ("rewrite", "intent", "generation")
+
+
+def infer_roles(nodes: list[Node], answer: str) -> dict[str, tuple[str, str]]:
+    """Node title → (role, why), from node types and how the nodes feed each other. Pure.
+
+    A question classifier is the intent; a knowledge-retrieval node a retrieval; an LLM node whose
+    text is a retrieval node's query is the rewrite; the last LLM node whose text is the answer (else
+    the last LLM node after a retrieval) is the generation."""
+    out: dict[str, tuple[str, str]] = {}
+    queries = {str(n.inputs.get("query")) for n in nodes if n.type == RETRIEVAL}
+    first_retrieval = min((n.index for n in nodes if n.type == RETRIEVAL), default=None)
+    llms = [n for n in nodes if n.type == "llm"]
+    for n in nodes:
+        if n.type == "question-classifier":
+            out[n.title] = ("intent", "question-classifier node")
+        elif n.type == RETRIEVAL:
+            out[n.title] = ("retrieval", "knowledge-retrieval node")
+    for n in llms:
+        if isinstance(n.outputs.get("text"), str) and n.outputs["text"] in queries:
+            out[n.title] = ("rewrite", "LLM node feeding a retrieval node's query")
+    answering = [n for n in llms if answer and n.outputs.get("text") == answer and n.title not in out]
+    after = [n for n in llms if first_retrieval is not None and n.index > first_retrieval and n.title not in out]
+    if answering:
+        out[answering[-1].title] = ("generation", "LLM node producing the answer")
+    elif after:
+        out[after[-1].title] = ("generation", "last LLM node after retrieval")
+    return out
+
+
+def assign_roles(nodes: list[Node], answer: str, declared: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Node title → (role, why): the roles ``declared`` (role → title) as the version says, the others
+    inferred (:func:`infer_roles`); a node inferred for a declared role plays none."""
+    inferred = {t: rw for t, rw in infer_roles(nodes, answer).items() if rw[0] not in declared}
+    return {**inferred, **{title: (role, "declared") for role, title in declared.items()}}
+
+
+def missing_roles(nodes: list[Node], declared: dict[str, str]) -> str:
+    """One line when a declared rewrite, intent or generation title is no node of the run ("" otherwise):
+    those nodes are on every run's path, so the first run tells."""
+    titles = list(dict.fromkeys(n.title for n in nodes))
+    wrong = [f"{role} = {title!r}" for role, title in declared.items() if role in TRUNK_ROLES and title not in titles]
+    if not wrong:
+        return ""
+    return f"[agent.nodes] {', '.join(wrong)}: the app has no node titled so; its nodes: {', '.join(titles)}"
+
+
+def check_roles(declared: dict[str, str]) -> dict[str, str]:
+    for role in declared:
+        NODE_ROLES.check(role)
+    return declared

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ragtrack.agent import AgentOutput, RetrievedContext
 from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
+from ragtrack.evaluation.nodes import first_failing
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
@@ -38,7 +39,7 @@ def item_record(
     rank metrics in units (the version's top_k). An output that did not report its
     retrieval gets no retrieval metrics (``retrieval`` stays empty).
     """
-    return ItemRecord(
+    record = ItemRecord(
         id=item.id,
         type=item.type,
         question=item.question,
@@ -66,7 +67,11 @@ def item_record(
             for s in output.stages
         ],
         answered=output.answered,
+        intent=item.intent,
+        must_keep=list(item.must_keep),
     )
+    record.first_failing = first_failing(record)
+    return record
 
 
 def judges_for(output: AgentOutput, panel: JudgePanel) -> tuple[str, ...]:
