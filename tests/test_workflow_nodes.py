@@ -11,8 +11,10 @@ from click.testing import CliRunner
 
 from ragtrack.api import evaluate
 from ragtrack.cli import main
+from ragtrack.config import load_config
 from ragtrack.report import node_lines
 from ragtrack.testing.dify_workflow import ANSWER, INTENT, REWRITE, UNFAITHFUL
+from ragtrack.tracking.store import open_store
 
 from .test_platform_agents import APP_KEY, DIFY_AGENT, DIFY_SEGMENTS, by_hand, dify_server, keys, write_spec
 
@@ -202,6 +204,13 @@ def test_node_metrics_and_the_first_failing_node_are_what_the_app_did(project, k
     assert "rewrite: 问题改写 — declared" in printed and "intent: 意图识别 — question-classifier node" in printed
     assert "  a2: rewrite" in printed and "  a1: intent" in printed
     assert metrics["node/first_failing/rewrite"] == 1 and metrics["node/first_failing/intent"] == 1
+    # The run's description and its stored item records say the same.
+    store = open_store(load_config(project))
+    note = store.description(report.run_id)
+    assert "**Failures by node**" in note and "| rewrite |" in note and "| intent |" in note, note
+    assert f"intent accuracy {len(right) / 5:.3f}" in note
+    stored = {r.id: r.first_failing for r in store.records(report.run_id)}
+    assert stored == first
 
 
 def test_a_declared_node_the_app_lacks_is_one_error_listing_its_nodes(project, keys):
