@@ -799,13 +799,14 @@ def node_lines(records, metrics: dict[str, float]) -> list[str]:
             f"(n={int(metrics['node/counts/rewrite'])})"
         )
     prefix = "node/retrieval/"
+    titles = {n.metric_name(s.name): s.name for r in records for s in r.stages}  # metric names → the titles
     for key in sorted(k for k in metrics if k.startswith(prefix) and k.endswith("/context_recall")):
         node = key[len(prefix) : -len("/context_recall")]
         hit = metrics.get(f"{prefix}{node}/hit_rate")
         extra = (
             f", empty {metrics[f'{prefix}{node}/empty_rate']:.3f}" if f"{prefix}{node}/empty_rate" in metrics else ""
         )
-        label = "all retrieval nodes (union)" if node == n.UNION else f"retrieval node {node}"
+        label = "all retrieval nodes (union)" if node == n.UNION else f"retrieval node {titles.get(node, node)}"
         items = f" (n={int(metrics[f'{prefix}{node}/items'])})" if f"{prefix}{node}/items" in metrics else ""
         out.append(f"{label}: recall {metrics[key]:.3f}, hit rate {fmt(hit)}{extra}{items}")
     if n.GENERATION_GROUNDEDNESS in metrics:

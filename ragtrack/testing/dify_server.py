@@ -775,6 +775,21 @@ def _feedback(
     }
 
 
+def _route(text: str) -> Route:
+    name, _, prefixes = text.partition("=")
+    if not name or not prefixes:
+        raise argparse.ArgumentTypeError(f"expected CLASS=PREFIX[,PREFIX], got {text!r}")
+    return Route(name, tuple(p.strip() for p in prefixes.split(",") if p.strip()))
+
+
+def _planted(text: str) -> tuple[str, str]:
+    question, _, fault = text.rpartition(" => ")
+    try:
+        return question.strip(), parse_fault(fault.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def from_args(argv: list[str] | None = None) -> DifyServer:
     """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking Dify's Service API over a folder.")
@@ -787,6 +802,29 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
     parser.add_argument("--top-k", type=int, default=4, help="segments retrieved per question")
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
+    parser.add_argument(
+        "--route",
+        dest="routes",
+        action="append",
+        default=[],
+        type=_route,
+        metavar="CLASS=PREFIX[,PREFIX]",
+        help="workflow apps: a class of the question classifier and the documents of its knowledge base "
+        "(repeatable; default: one class per document)",
+    )
+    parser.add_argument(
+        "--answer-output", default="answer", help="workflow apps: the End node's variable holding the answer"
+    )
+    parser.add_argument(
+        "--plant",
+        dest="planted",
+        action="append",
+        default=[],
+        type=_planted,
+        metavar="'QUESTION => FAULT'",
+        help="workflow apps: a node fault the question meets every time it is asked (repeatable): drop_term:TERM, "
+        "misroute, empty_retrieval, unfaithful or fail:NODE TITLE",
+    )
     add_traffic_options(parser)
     add_fault_option(parser, (*FAULTS, "rate_limit_403", "no_metadata", "no_citations"))
     a = parser.parse_args(argv)
@@ -801,8 +839,12 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         max_chars=a.max_chars,
         citations=not a.no_citations,
         traffic=plan,
+        routes=tuple(a.routes),
+        answer_output=a.answer_output,
         port=a.port,
     )
+    for question, fault in a.planted:
+        server.plant(question, *server.planted.get(question, ()), fault)
     server.log.as_of = a.as_of
     server.inject(*a.faults)
     return server
@@ -811,13 +853,16 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
     k = server.knowledge
+    flow = ""
+    if server.app_mode in ("workflow", "advanced-chat"):
+        flow = f"; question classes: {', '.join(r.name for r in server.workflow.routes)}"
     apps = "".join(
         f"; {app.name} (key {app.key}): {len(server.log.of_app(app.name))} conversations"
         for app in server.apps.values()
     )
     server.serve_forever(
         f"Dify-shaped {server.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
-        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments{apps}"
+        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments{apps}{flow}"
     )
 
 
