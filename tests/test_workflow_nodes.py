@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ragtrack.api import evaluate
+from ragtrack.api import compare, evaluate, promote
 from ragtrack.cli import main
 from ragtrack.config import load_config
 from ragtrack.report import node_lines
@@ -223,3 +223,32 @@ def test_a_declared_node_the_app_lacks_is_one_error_listing_its_nodes(project, k
         "[agent.nodes] intent = '意图分类': the app has no node titled so; its nodes: 开始, 问题改写, 意图识别, "
         in result.output
     ), result.output
+
+
+def test_compare_pairs_node_metrics_and_promote_honours_a_node_guard(project, keys):
+    """Two versions of the workflow app: the second's classifier misroutes two questions. compare pairs
+    intent accuracy item by item; promote, with intent_accuracy as a node guard, refuses the regression."""
+    add_expectations(project, EXPECT)
+    (project / "ragtrack.toml").write_text('[promotion]\nguards = ["intent_accuracy"]\n')
+    agent = DIFY_AGENT.format(url="{url}", n=2) + 'app_mode = "workflow"\n'
+    with dify_server(project, app_mode="workflow") as good, dify_server(project, app_mode="workflow") as bad:
+        bad.plant(CFG, "misroute")
+        bad.plant(COUNTED, "misroute")
+        write_spec(project, "flow-a", agent.replace("{url}", good.base_url))
+        write_spec(project, "flow-b", agent.replace("{url}", bad.base_url))
+        evaluate("flow-a", root=project)
+        evaluate("flow-b", root=project)
+    report = compare("flow-a", "flow-b", root=project, log=False)
+    row = next(r for r in report.rows if r.metric == "node/intent_accuracy" and r.scope == "all")
+    good_runs, bad_runs = runs_by_question(good), runs_by_question(bad)
+    golden = [json.loads(line) for line in (project / "golden" / "golden.jsonl").read_text().splitlines()]
+    a = [float(good_runs[g["question"]].intent == g["intent"]) for g in golden]
+    b = [float(bad_runs[g["question"]].intent == g["intent"]) for g in golden]
+    assert (row.diff.n, row.diff.mean_a, row.diff.mean_b) == (5, sum(a) / 5, sum(b) / 5)
+    assert row.diff.delta == pytest.approx((sum(b) - sum(a)) / 5) and row.diff.delta < 0 and not row.primary
+
+    promote("flow-a", root=project)
+    decision = promote("flow-b", root=project)
+    assert not decision.promoted
+    assert any(r.startswith("guard node/intent_accuracy regressed: ") for r in decision.reasons), decision.reasons
+    assert "node/intent_accuracy >= champion - 0" in decision.rule

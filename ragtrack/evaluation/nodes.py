@@ -80,6 +80,21 @@ def predicted_intent(record: ItemRecord) -> str | None:
     return None
 
 
+def intent_correct(record: ItemRecord) -> float | None:
+    """1.0 when the intent node chose the item's ``intent``, 0.0 when another class (None: not scored)."""
+    chosen = predicted_intent(record) if record.intent else None
+    return None if chosen is None else float(chosen == record.intent)
+
+
+def generation_grounded(record: ItemRecord) -> float | None:
+    """The groundedness verdict (0-1) on the answer of an item with a workflow's generation node (a
+    pipeline's generate step would repeat ``norm/groundedness``, one more test in the compared family)."""
+    verdict = record.judges.get("groundedness")
+    if not any("type" in s.node for s in role_stages(record, "generation")) or verdict is None:
+        return None
+    return verdict.normalized
+
+
 def node_retrieval(record: ItemRecord, stage: StageRecord) -> dict[str, float | None]:
     """A retrieval node's own retrieval metrics against the item's GT."""
     k = len(stage.contexts) or 1
@@ -133,10 +148,9 @@ def metric_name(title: str) -> str:
 def node_metrics(records: list[ItemRecord]) -> dict[str, float]:
     """The run's node metrics (none when no record has node roles)."""
     out: dict[str, float] = {}
-    with_intent = [(r, predicted_intent(r)) for r in records if r.intent]
-    scored = [(r, chosen) for r, chosen in with_intent if chosen is not None]
+    scored = [v for r in records if (v := intent_correct(r)) is not None]
     if scored:
-        out[INTENT_ACCURACY] = sum(1 for r, chosen in scored if chosen == r.intent) / len(scored)
+        out[INTENT_ACCURACY] = sum(scored) / len(scored)
         out["node/counts/intent"] = float(len(scored))
     if (value := mean(retention(r) for r in records)) is not None:
         out[REWRITE_RETENTION] = value
@@ -163,12 +177,7 @@ def node_metrics(records: list[ItemRecord]) -> dict[str, float]:
     for name in ("context_recall", "hit_rate"):
         if (value := mean(x.get(name) for x in union)) is not None:
             out[f"node/retrieval/{UNION}/{name}"] = value
-    grounded = [
-        r.judges["groundedness"].normalized
-        for r in records
-        if role_stages(r, "generation") and "groundedness" in r.judges
-    ]
-    if (value := mean(grounded)) is not None:
+    if (value := mean(generation_grounded(r) for r in records)) is not None:
         out[GENERATION_GROUNDEDNESS] = value
     elapsed: dict[str, list[float]] = defaultdict(list)
     tokens: dict[str, list[float]] = defaultdict(list)

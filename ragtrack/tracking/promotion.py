@@ -74,7 +74,7 @@ def promote(
         store.latest_eval(version, model_version=model_version)  # none: its error says what to run
         runs = store.eval_runs(version, model_version=model_version)
         run = runs[0] if rule.allow_partial else next((r for r in runs if not r.limited), runs[0])
-        decision = standings.standing(store, run, rule, metrics=(CRITERION, GUARD)).decision
+        decision = standings.standing(store, run, rule, metrics=(CRITERION, GUARD, *rule.guards)).decision
         decision.dry_run = dry_run
         decision.notes = notes
         if decision.promoted and not dry_run:
