@@ -15,6 +15,7 @@ from ragtrack.config import load_config
 from ragtrack.report import node_lines
 from ragtrack.testing.dify_workflow import ANSWER, INTENT, REWRITE, UNFAITHFUL
 from ragtrack.tracking.store import open_store
+from ragtrack.tracking.traces import item_traces
 
 from .test_platform_agents import APP_KEY, DIFY_AGENT, DIFY_SEGMENTS, by_hand, dify_server, keys, write_spec
 
@@ -77,6 +78,17 @@ def test_a_workflow_app_is_scored_from_its_nodes_as_the_app_ran_them(project, ke
     assert usage["tokens_out"] == sum(n.outputs["usage"]["completion_tokens"] for n in llm)
     p = report.params
     assert p["app_mode"] == "workflow" and p["response_mode"] == "streaming" and p["answer_output"] == "answer"
+    # Each item's trace: the item's root span and one span per node, with what Dify said of the node.
+    store = open_store(load_config(project))
+    failed = next(r for r in report.records if not r.answered)
+    [info] = item_traces(store, report.run_id)[failed.id]
+    spans = store.client.get_trace(info.trace_id).data.spans
+    children = sorted((s for s in spans if s.parent_id is not None), key=lambda s: s.start_time_ns)
+    run = runs[failed.question]
+    assert [s.name for s in children] == [n.title for n in run.nodes]
+    assert [s.attributes["node.type"] for s in children] == [n.node_type for n in run.nodes]
+    assert [s.span_type for s in children][:4] == ["CHAIN", "LLM", "LLM", "RETRIEVER"]
+    assert children[-1].status.status_code == "ERROR" and children[-1].attributes["node.status"] == "failed"
 
 
 def test_blocking_and_streaming_give_the_same_records(project, keys):
