@@ -270,6 +270,14 @@ class DifyServer(LoopbackServer):
             },
         )
 
+    def _run_args(self, body: dict) -> Response | None:
+        """The 400 Dify answers a run without ``inputs`` or ``user`` (chat, completion and workflow alike)."""
+        if not isinstance(body.get("inputs"), dict):
+            return self.error(400, "invalid_param", "inputs is required")
+        if not body.get("user"):
+            return self.error(400, "invalid_param", "Arg user must be provided.")
+        return None
+
     def chat_messages(self, request: Request) -> Response:
         return self._message(request, chat=True)
 
@@ -285,10 +293,8 @@ class DifyServer(LoopbackServer):
         if not chat and app.mode != "completion":
             return self.error(400, "app_unavailable", "App unavailable, please check your app configurations.")
         body = request.body if isinstance(request.body, dict) else {}
-        if not isinstance(body.get("inputs"), dict):
-            return self.error(400, "invalid_param", "inputs is required")
-        if not body.get("user"):
-            return self.error(400, "invalid_param", "Arg user must be provided.")
+        if problem := self._run_args(body):
+            return problem
         # A completion app has no query field: its prompt reads the question from an input variable
         # ("query" in Dify's template); a top-level query is ignored, as Dify ignores it.
         question = str((body.get("query") if chat else body["inputs"].get("query")) or "")
@@ -338,20 +344,7 @@ class DifyServer(LoopbackServer):
             ]
             events.append({"event": "message_end", **head, "metadata": metadata, "files": []})
             return Response(200, events=events)
-        return Response(
-            200,
-            {
-                "event": "message",
-                "task_id": task_id,
-                "id": message_id,
-                "message_id": message_id,
-                **conversation,
-                "mode": mode,
-                "answer": answer,
-                "metadata": metadata,
-                "created_at": int(time.time()),
-            },
-        )
+        return _blocking_message(task_id, message_id, conversation, mode, answer, metadata)
 
     def _chatflow(self, question: str, streaming: bool) -> Response:
         """A chatflow's reply: the node events and the answer's chunks, or (blocking) the message with
@@ -365,21 +358,8 @@ class DifyServer(LoopbackServer):
             error = next(n.error for n in run.nodes if n.error)
             return self.error(400, "completion_request_error", str(error))
         end = next(e for e in events if e["event"] == "message_end")
-        started = events[0]
-        return Response(
-            200,
-            {
-                "event": "message",
-                "task_id": task_id,
-                "id": message_id,
-                "message_id": message_id,
-                "conversation_id": started["conversation_id"],
-                "mode": "advanced-chat",
-                "answer": run.answer,
-                "metadata": end["metadata"],
-                "created_at": int(time.time()),
-            },
-        )
+        conversation = {"conversation_id": events[0]["conversation_id"]}
+        return _blocking_message(task_id, message_id, conversation, "advanced-chat", run.answer, end["metadata"])
 
     def workflows_run(self, request: Request) -> Response:
         """``POST /v1/workflows/run``: a workflow app's run, streamed node by node or blocking (Dify's
@@ -389,10 +369,8 @@ class DifyServer(LoopbackServer):
         if app.mode != "workflow":
             return self.error(400, "not_workflow_app", "Please check if your app mode matches the right API route.")
         body = request.body if isinstance(request.body, dict) else {}
-        if not isinstance(body.get("inputs"), dict):
-            return self.error(400, "invalid_param", "inputs is required")
-        if not body.get("user"):
-            return self.error(400, "invalid_param", "Arg user must be provided.")
+        if problem := self._run_args(body):
+            return problem
         question = str(body["inputs"].get("query") or "")
         if not question:
             return self.error(400, "invalid_param", "query is required in input form")
@@ -742,6 +720,26 @@ class DifyServer(LoopbackServer):
         return self._page(request, [self._segment(s) for s in doc.segments], {"doc_form": "text_model"})
 
 
+def _blocking_message(
+    task_id: str, message_id: str, conversation: dict, mode: str, answer: str, metadata: dict
+) -> Response:
+    """A blocking chat or completion reply (Dify's ChatbotAppBlockingResponse, flattened as the API sends it)."""
+    return Response(
+        200,
+        {
+            "event": "message",
+            "task_id": task_id,
+            "id": message_id,
+            "message_id": message_id,
+            **conversation,
+            "mode": mode,
+            "answer": answer,
+            "metadata": metadata,
+            "created_at": int(time.time()),
+        },
+    )
+
+
 def _naive(iso: str) -> str:
     """A UTC time as Dify serialises its naive UTC datetimes: ``2025-06-02T09:30:00``."""
     return iso.removesuffix("Z")
@@ -802,28 +800,26 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
     parser.add_argument("--top-k", type=int, default=4, help="segments retrieved per question")
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
-    parser.add_argument(
-        "--route",
-        dest="routes",
-        action="append",
-        default=[],
-        type=_route,
-        metavar="CLASS=PREFIX[,PREFIX]",
-        help="workflow apps: a class of the question classifier and the documents of its knowledge base "
-        "(repeatable; default: one class per document)",
-    )
+    workflow = {
+        "--route": (
+            _route,
+            "CLASS=PREFIX[,PREFIX]",
+            "a class of the question classifier and the documents of its knowledge base (default: one class "
+            "per document)",
+        ),
+        "--plant": (
+            _planted,
+            "'QUESTION => FAULT'",
+            "a node fault the question meets every time it is asked: drop_term:TERM, misroute, "
+            "empty_retrieval, unfaithful or fail:NODE TITLE",
+        ),
+    }
+    for flag, (parse, metavar, what) in workflow.items():
+        parser.add_argument(
+            flag, action="append", default=[], type=parse, metavar=metavar, help=f"workflow apps: {what} (repeatable)"
+        )
     parser.add_argument(
         "--answer-output", default="answer", help="workflow apps: the End node's variable holding the answer"
-    )
-    parser.add_argument(
-        "--plant",
-        dest="planted",
-        action="append",
-        default=[],
-        type=_planted,
-        metavar="'QUESTION => FAULT'",
-        help="workflow apps: a node fault the question meets every time it is asked (repeatable): drop_term:TERM, "
-        "misroute, empty_retrieval, unfaithful or fail:NODE TITLE",
     )
     add_traffic_options(parser)
     add_fault_option(parser, (*FAULTS, "rate_limit_403", "no_metadata", "no_citations"))
@@ -839,11 +835,11 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         max_chars=a.max_chars,
         citations=not a.no_citations,
         traffic=plan,
-        routes=tuple(a.routes),
+        routes=tuple(a.route),
         answer_output=a.answer_output,
         port=a.port,
     )
-    for question, fault in a.planted:
+    for question, fault in a.plant:
         server.plant(question, *server.planted.get(question, ()), fault)
     server.log.as_of = a.as_of
     server.inject(*a.faults)
