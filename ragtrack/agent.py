@@ -70,6 +70,22 @@ STAGE_KINDS: Registry[str] = Registry(
 )
 
 
+#: The part a stage (a workflow's node, a pipeline's step) plays in answering: node metrics score each
+#: role, and an item's first failing node is looked for in FLOW order.
+NODE_ROLES: Registry[str] = Registry(
+    "node role",
+    {
+        "rewrite": "rewrites the question into the query retrieval reads",
+        "intent": "classifies the question, routing it to a knowledge base",
+        "retrieval": "retrieves contexts for the query",
+        "rerank": "reorders retrieved contexts",
+        "generation": "writes the answer from the contexts it received",
+    },
+)
+#: The order a question flows through the roles: a wrong route makes everything after it wasted.
+FLOW = ("rewrite", "intent", "retrieval", "generation")
+
+
 @dataclass(frozen=True)
 class Stage:
     """One timed step of answering a question, as the agent ran it.
@@ -87,6 +103,9 @@ class Stage:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     contexts: tuple[RetrievedContext, ...] = ()
+    #: The node behind this stage: its ``role`` (a NODE_ROLES name) and ``role_from`` (why), and what a
+    #: workflow platform said of it (id, type, title, index, status, error, elapsed_s, tokens).
+    node: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         STAGE_KINDS.check(self.kind)

@@ -95,6 +95,33 @@ class PromotionSection(_Strict):
     # Δ low >= -tolerance), not only the means. Off: the spec's mean rule.
     require_interval: bool = False
 
+    # Node guards: node metrics (intent_accuracy, rewrite_retention, generation_groundedness) a challenger
+    # may not regress on by more than guard_tolerance (default 0), paired item by item with the champion.
+    guards: list[str] = []
+    guard_tolerance: dict[str, Number] = {}
+
+    @field_validator("guards")
+    @classmethod
+    def _node_metrics(cls, guards: list[str]) -> list[str]:
+        from ragtrack.evaluation.metrics import NODE
+
+        return [NODE.check(f"node/{g.removeprefix('node/')}") for g in guards]
+
+    @model_validator(mode="after")
+    def _tolerances_of_guards(self) -> PromotionSection:
+        extra = [k for k in self.guard_tolerance if f"node/{k.removeprefix('node/')}" not in self.guards]
+        if extra:
+            raise ValueError(f"guard_tolerance names {', '.join(extra)}, which guards does not list")
+        if any(v < 0 for v in self.guard_tolerance.values()):
+            raise ValueError("a guard tolerance is how much the metric may drop: 0 or more")
+        return self
+
+    @property
+    def guard_rule(self) -> dict[str, float]:
+        """Node metric → how much it may drop."""
+        tolerance = {f"node/{k.removeprefix('node/')}": float(v) for k, v in self.guard_tolerance.items()}
+        return {g: tolerance.get(g, 0.0) for g in self.guards}
+
 
 class MonitorSection(_Strict):
     """``ragtrack monitor``: how much of each day it judges, and what counts as a drop."""

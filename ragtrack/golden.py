@@ -91,6 +91,26 @@ class GoldenItem(BaseModel):
     # A follow-up question: the conversation's earlier turns, oldest first. The item's metrics are
     # those of its last turn, ``question``; the agent is handed the turns its platform expects.
     history: tuple[Turn, ...] = ()
+    # Expectations per node (optional): the class an intent node should route the item to, and the
+    # terms a rewrite node must keep (see ragtrack.evaluation.nodes).
+    intent: str = ""
+    must_keep: tuple[str, ...] = ()
+
+    @field_validator("intent")
+    @classmethod
+    def _intent_not_blank(cls, v: str) -> str:
+        if v and not v.strip():
+            raise ValueError("blank; name the class the item should be routed to, or leave the field out")
+        return v.strip()
+
+    @field_validator("must_keep")
+    @classmethod
+    def _terms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not t.strip() for t in v):
+            raise ValueError("a blank term; list the words a rewrite of the question must keep")
+        if dupes := [t for t, n in Counter(v).items() if n > 1]:
+            raise ValueError(f"listed twice: {', '.join(dupes)}")
+        return tuple(t.strip() for t in v)
 
     @field_validator("question")
     @classmethod
@@ -137,16 +157,16 @@ class GoldenItem(BaseModel):
         The fingerprint is left out: it records what the GT passages said when the
         item was written, and the digest already covers the corpus as it is now, so
         two sets that differ only in recorded fingerprints measure the same thing.
-        Empty ``gt_groups`` and ``history`` are left out too, so sets written before they existed keep
-        their digest, and so is the provenance (where an item came from scores nothing).
+        Empty ``gt_groups`` and ``history`` (and unset node expectations) are left out too, so sets written
+        before they existed keep their digest, and so is the provenance (where an item came from scores nothing).
         """
-        empty = tuple(name for name in ("gt_groups", "history") if not getattr(self, name))
-        return self.model_dump(mode="json", exclude={"gt_fingerprint", "provenance", *empty})
+        unset = [k for k in ("gt_groups", "history", "intent", "must_keep") if not getattr(self, k)]
+        return self.model_dump(mode="json", exclude={"gt_fingerprint", "provenance", *unset})
 
     def to_line(self) -> str:
         """The item as one JSONL line, optional fields only when set (the form ragtrack writes)."""
         data = self.model_dump(mode="json")
-        for optional in ("tags", "gt_groups", "gt_fingerprint", "provenance", "history"):
+        for optional in ("tags", "gt_groups", "gt_fingerprint", "provenance", "history", "intent", "must_keep"):
             if not data[optional]:
                 del data[optional]
         return json.dumps(data, ensure_ascii=False)

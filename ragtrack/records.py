@@ -86,6 +86,7 @@ class StageRecord:
     inputs: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     contexts: list[ContextRecord] = field(default_factory=list)
+    node: dict[str, Any] = field(default_factory=dict)  # a workflow node's id, type, title, status, ...
 
     @classmethod
     def from_json(cls, data: dict) -> StageRecord:
@@ -130,6 +131,9 @@ class ItemRecord:
     # (validity, coverage, precision, recall, support; None where a figure has no denominator).
     cited_answer: str = ""
     citations: dict[str, float | None] = field(default_factory=dict)
+    intent: str = ""  # the golden item's expected class (node metrics)
+    must_keep: list[str] = field(default_factory=list)  # terms the rewrite must keep
+    first_failing: str = ""  # the first node role that failed, in flow order ("" none: see evaluation.nodes)
 
     @property
     def retrieved_unit_ids(self) -> list[str]:

@@ -765,3 +765,61 @@ def monitor_json(report: MonitorReport, exit_status: int) -> dict:
         "notes": report.notes,
         "exit_status": exit_status,
     }
+
+
+def node_lines(records, metrics: dict[str, float]) -> list[str]:
+    """The eval's node-by-node view: each role's nodes (and why), intent accuracy with its confusion
+    table, rewrite retention, recall per retrieval node and for their union, generation groundedness,
+    failures by node and each failing item's first failing node. Empty when no node has a role."""
+    from ragtrack.agent import FLOW
+    from ragtrack.evaluation import nodes as n
+
+    roles: dict[str, dict[str, str]] = {}
+    for r in records:
+        for s in r.stages:
+            if role := s.node.get("role"):
+                roles.setdefault(role, {}).setdefault(s.name, s.node.get("role_from", ""))
+    if not roles:
+        return []
+    out = ["Nodes (role: node — how the role was found)"]
+    for role in [*FLOW, *sorted(set(roles) - set(FLOW))]:
+        if role in roles:
+            out.append(f"  {role}: " + "; ".join(f"{t} — {why}" for t, why in roles[role].items()))
+    if n.INTENT_ACCURACY in metrics:
+        count = int(metrics["node/counts/intent"])
+        out.append(f"intent accuracy {metrics[n.INTENT_ACCURACY]:.3f} (n={count})")
+        table = n.confusion(records)
+        chosen = sorted({c for row in table.values() for c in row})
+        width = max(len(x) for x in [*table, *chosen, "expected \\ chosen"])
+        out.append("  " + "expected \\ chosen".ljust(width) + "".join(f"  {c:>{max(len(c), 3)}}" for c in chosen))
+        for expected, row in table.items():
+            cells = "".join(f"  {row.get(c, 0):>{max(len(c), 3)}}" for c in chosen)
+            out.append("  " + expected.ljust(width) + cells)
+    if n.REWRITE_RETENTION in metrics:
+        out.append(
+            f"rewrite retention of must_keep terms {metrics[n.REWRITE_RETENTION]:.3f} "
+            f"(n={int(metrics['node/counts/rewrite'])})"
+        )
+    prefix = "node/retrieval/"
+    titles = {n.metric_name(s.name): s.name for r in records for s in r.stages}  # metric names → the titles
+    for key in sorted(k for k in metrics if k.startswith(prefix) and k.endswith("/context_recall")):
+        node = key[len(prefix) : -len("/context_recall")]
+        hit = metrics.get(f"{prefix}{node}/hit_rate")
+        extra = (
+            f", empty {metrics[f'{prefix}{node}/empty_rate']:.3f}" if f"{prefix}{node}/empty_rate" in metrics else ""
+        )
+        label = "all retrieval nodes (union)" if node == n.UNION else f"retrieval node {titles.get(node, node)}"
+        items = f" (n={int(metrics[f'{prefix}{node}/items'])})" if f"{prefix}{node}/items" in metrics else ""
+        out.append(f"{label}: recall {metrics[key]:.3f}, hit rate {fmt(hit)}{extra}{items}")
+    if n.GENERATION_GROUNDEDNESS in metrics:
+        out.append(f"generation groundedness {metrics[n.GENERATION_GROUNDEDNESS]:.3f} (0-1)")
+    failures = n.failures_by_node(records)
+    total = len(records)
+    out.append(
+        "failures by node (first failing node per item, in flow order): "
+        + (", ".join(f"{role} {k}/{total}" for role, k in failures.items()) or f"none of {total}")
+    )
+    for r in records:
+        if r.first_failing:
+            out.append(f"  {r.id}: {r.first_failing}")
+    return out

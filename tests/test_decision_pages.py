@@ -161,7 +161,7 @@ def test_the_challengers_eval_run_keeps_a_regressions_table_against_the_champion
     table = _table(store, v3.run_id)
     assert list(table) == [
         "item", "metric", "Δ", "v5 score", "v3 score", "v5 reason", "v3 reason", "type", "v5 trace", "v3 trace",
-        "question",
+        "question", "v5 first failing node", "v3 first failing node",
     ]  # fmt: skip
     found = list(zip(table["item"], table["metric"], table["Δ"], table["v5 score"], table["v3 score"], strict=True))
     assert found == _expected_regressions(store, v5, v3) and found[0][:3] == ("d1", "correctness", -1.0)
@@ -169,6 +169,7 @@ def test_the_challengers_eval_run_keeps_a_regressions_table_against_the_champion
     first = table["item"].index("d1")
     assert table["v3 reason"][first] == by_id[0]["d1"].judges["correctness"].reason
     assert table["v5 reason"][first] == by_id[1]["d1"].judges["correctness"].reason
+    assert table["v3 first failing node"][first] == by_id[0]["d1"].first_failing
     [trace] = item_traces(store, v3.run_id)["d1"]
     assert table["v3 trace"][first] == f"#/experiments/{store.experiment_id}/traces/{trace.trace_id}"
     logged = json.loads(store.client.get_run(v3.run_id).data.tags["mlflow.loggedArtifacts"])
@@ -209,6 +210,7 @@ def test_regressions_by_hand():
     assert table["item"] == ["x", "y"] and table["Δ"] == [-2, 2]  # the drop first
     assert table["v1 reason"] == ["all facts", "wrong"] and table["v2 reason"] == ["half", "right"]
     assert table["v1 trace"] == ["#/t/1", ""] and table["v2 trace"] == ["", ""]
+    assert table["v1 first failing node"] == ["", ""]  # records without node roles
 
 
 def test_one_versions_traces_are_found_by_the_tag_the_traces_view_filters_on(story):

@@ -261,13 +261,14 @@ def logged_runs(project: Path) -> list:
 
 
 def test_a_workflow_app_a_dead_base_url_and_a_null_answer_are_said_before_or_per_question(project, keys, monkeypatch):
-    """A workflow app got every question refused (400 not_chat_app) and an empty run logged; a base URL
-    with nothing listening, 6 retries per question; an answer of null was judged as an empty answer."""
+    """A workflow app asked as a chat app got every question refused (400 not_chat_app) and an empty run
+    logged; a base URL with nothing listening, 6 retries per question; an answer of null was judged as
+    an empty answer."""
     with dify_server(project, app_mode="workflow") as server:
         write_spec(project, "dify-flow", DIFY_AGENT.format(url=server.base_url, n=1))
         result = CliRunner().invoke(main, ["--root", str(project), "eval", "--version", "dify-flow"])
     assert result.exit_code == 2 and "the app is a workflow app" in result.output, result.output
-    assert 'kind = "http"' in result.output and "/workflows/run" in result.output
+    assert "set app_mode = 'workflow'" in result.output
     assert [x.request.path for x in server.exchanges] == ["/v1/info"]
 
     import socket

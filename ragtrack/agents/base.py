@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent, turns_json
+from ragtrack.agent import AgentContext, AgentOutput, AgentSpec, AgentTable, BaseAgent, Stage, turns_json
 from ragtrack.agents.endpoint import Check, EndpointError, bearer_endpoint, standard_check
 from ragtrack.agents.mapping import ContextMapper, IdTable, PlatformContext, id_table_path
 from ragtrack.caches import cache_path
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ragtrack.agents.endpoint import Endpoint
+    from ragtrack.agents.workflow import Node
     from ragtrack.golden import Turn
     from ragtrack.spec import LoadedSpec
 
@@ -136,6 +137,8 @@ class Reply:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    nodes: list[Node] = field(default_factory=list)  # a workflow's nodes as they ran (see .workflow)
+    failed: bool = False  # a workflow run that failed (``problem`` names the node): there is no answer
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -145,9 +148,12 @@ class Reply:
         """A cached reply, or None when there is none (or it was written in another layout)."""
         if data is None:
             return None
+        from ragtrack.agents.workflow import Node  # it reads replies with base's helpers: imported late
+
         try:
             contexts = [PlatformContext(**c) for c in data["contexts"]]
-            return cls(**{**data, "contexts": contexts})
+            nodes = [Node.from_json(n) for n in data.get("nodes", [])]
+            return cls(**{**data, "contexts": contexts, "nodes": nodes})
         except (KeyError, TypeError):
             return None
 
@@ -223,13 +229,27 @@ class ExternalAgent(BaseAgent):
             usage.tokens_in += reply.tokens_in
             usage.tokens_out += reply.tokens_out
             usage.cost_usd += reply.cost_usd
-            if reply.contexts is not None:  # a reply without retrieval is not kept: the app may get fixed
+            if reply.contexts is not None and not reply.failed:  # kept only when complete: the app may get fixed
                 self.cache.put_json(key, reply.to_json())
         only = self.retrieves_only
         # An answer with citation markers: scored as written, shown and judged without them.
         styles = self.table.cite_markers
         cited = {"cite_styles": styles, "cited_answer": reply.answer} if styles else {}
         answer = strip_markers(reply.answer, styles) if styles else reply.answer
+        roles = self.node_roles(reply) if reply.nodes else {}
+        stages = [self._stage(n, roles.get(n.title)) for n in reply.nodes]
+        if reply.failed:  # a workflow node failed: a per-item error naming it, and what ran before it
+            known = reply.contexts is not None
+            return AgentOutput(
+                "",
+                [self.mapper.map(c) for c in reply.contexts or []],
+                errors=[redact(f"{self.spec.kind}: {reply.problem}")],
+                usage={self.spec.kind: usage},
+                retrieval_reported=known,
+                stages=stages,
+                answered=False,
+                **cited,
+            )
         if reply.contexts is None:
             errors = [redact(f"{self.spec.kind}: {reply.problem}")]
             return AgentOutput(
@@ -239,10 +259,22 @@ class ExternalAgent(BaseAgent):
                 usage={self.spec.kind: usage},
                 retrieval_reported=False,
                 retrieval_only=only,
+                stages=stages,
                 **cited,
             )
         contexts = [self.mapper.map(c) for c in reply.contexts]
-        return AgentOutput(answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only, **cited)
+        return AgentOutput(answer, contexts, usage={self.spec.kind: usage}, retrieval_only=only, stages=stages, **cited)
+
+    def node_roles(self, reply: Reply) -> dict[str, tuple[str, str]]:
+        """Node title → (role, why) for a reply's workflow nodes (a kind with workflows says)."""
+        return {}
+
+    def _stage(self, node: Node, role: tuple[str, str] | None) -> Stage:
+        """A workflow node as a stage of the item's trace, its retrieved segments mapped to passages."""
+        contexts = tuple(self.mapper.map(c) for c in node.contexts or [])
+        outputs = {k: redact(v) if isinstance(v, str) else v for k, v in node.outputs.items()}
+        described = {**node.describe(), **({"role": role[0], "role_from": role[1]} if role else {})}
+        return Stage(node.title, node.kind, node.start_ns, node.end_ns, node.inputs, outputs, contexts, described)
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""

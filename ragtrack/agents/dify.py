@@ -1,12 +1,22 @@
 """A Dify app as an agent version (kind ``dify``), and a Dify knowledge base as a corpus.
 
 The app is asked through Dify's Service API with its app key:
-``POST {base_url}/chat-messages`` (chat, advanced-chat and agent-chat apps) or
-``/completion-messages`` (``app_mode = "completion"``), blocking. The answer
-is ``answer``; the contexts are ``metadata.retriever_resources`` in
-``position`` order; ``metadata.usage`` (tokens; prices are decimal strings,
+``POST {base_url}/chat-messages`` (chat, advanced-chat and agent-chat apps),
+``/completion-messages`` (``app_mode = "completion"``) or ``/workflows/run``
+(``app_mode = "workflow"``). Chat and completion apps are asked blocking: the
+answer is ``answer``, the contexts ``metadata.retriever_resources`` in
+``position`` order, ``metadata.usage`` (tokens; prices are decimal strings,
 counted when the currency is USD) goes into the accounting. Agent-chat apps
 refuse blocking mode: the client then streams and assembles the events.
+
+Workflows and chatflows (``advanced-chat``) are streamed so that every node is
+kept (:mod:`.workflow`): each becomes a span of the item's trace; the contexts
+are what their knowledge-retrieval nodes returned; the answer is the output
+variable ``answer_output`` (default ``answer``) of a workflow, the answer of a
+chatflow; a failed node is a per-item error that names it.
+``response_mode = "blocking"`` asks them blocking instead: no nodes, the
+contexts from the workflow's output variable ``contexts_output`` (a chatflow's
+``retriever_resources``).
 
 A reply without ``retriever_resources`` (citations switched off, a chatflow
 whose LLM node is not fed by a Knowledge Retrieval node, an old Dify, a
@@ -20,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragtrack.agent import AgentContext, AgentKind, transcript
 from ragtrack.agents.base import (
@@ -36,9 +46,21 @@ from ragtrack.agents.base import (
 from ragtrack.agents.endpoint import EndpointError, bearer_endpoint, error_message
 from ragtrack.agents.importer import PAGE_SIZE, SourceDocument, SourceSegment, paged, resolve_datasets
 from ragtrack.agents.mapping import PlatformContext
+from ragtrack.agents.workflow import (
+    WorkflowReply,
+    assign_roles,
+    check_roles,
+    missing_roles,
+    node_contexts,
+    output_text,
+    read_events,
+    result_contexts,
+    workflow_reply,
+)
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.base import TransientError
+from ragtrack.llm.client import EndpointRefusedError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,6 +72,14 @@ SEARCH_METHODS = Literal["semantic_search", "full_text_search", "hybrid_search",
 NO_METADATA = (
     "the reply carries no metadata (a web-app token or an old Dify answers with a reduced shape): use the app's API key"
 )
+NO_RETRIEVAL_NODE = (
+    "no knowledge-retrieval node ran, so what was retrieved is unknown (a branch without one, or a "
+    "workflow that retrieves through a tool or HTTP node)"
+)
+NO_CONTEXTS_OUTPUT = (
+    "blocking mode returns the workflow's outputs only: name the output variable holding the Knowledge "
+    "Retrieval node's result with contexts_output, or stream (the default) to read every node"
+)
 NO_RESOURCES = (
     "the reply lists no metadata.retriever_resources, so what was retrieved is unknown: turn on "
     "'Citations and Attributions' in the app's features (chatflow: feed the LLM node's context from a "
@@ -59,7 +89,20 @@ NO_RESOURCES = (
 
 class DifyTable(PlatformTable):
     kind: Literal["dify"]
-    app_mode: Literal["chat", "advanced-chat", "agent-chat", "completion"] = "chat"
+    app_mode: Literal["chat", "advanced-chat", "agent-chat", "completion", "workflow"] = "chat"
+    # Workflows and chatflows stream (every node is kept); "blocking" asks for the outputs alone. The new
+    # keys are left out of the spec's dump while unset: adding them changed no existing spec's hash.
+    response_mode: Literal["streaming", "blocking"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    answer_output: str | None = Field(default=None, exclude_if=lambda v: v is None)  # workflow: default "answer"
+    contexts_output: str | None = Field(default=None, exclude_if=lambda v: v is None)  # blocking workflow
+    # [agent.nodes]: role → node title (rewrite = "问题改写"); roles not named are inferred from node types.
+    nodes: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+
+    @field_validator("nodes")
+    @classmethod
+    def _known_roles(cls, nodes: dict[str, str]) -> dict[str, str]:
+        return check_roles(nodes)
+
     user: str = "ragtrack"  # Dify requires an end-user ID
     inputs: dict[str, str | int | float | bool] = {}  # the app's variables
     # The input variable a completion app's prompt reads the question from (default "query", Dify's
@@ -80,7 +123,18 @@ class DifyTable(PlatformTable):
             raise ValueError("retrieval_only = true needs dataset_id (the knowledge base to query)")
         if not self.retrieval_only and (self.top_k or self.search_method):
             raise ValueError("top_k and search_method apply to retrieval_only = true; an app uses its own settings")
+        if self.app_mode != "workflow" and (self.answer_output or self.contexts_output):
+            raise ValueError('answer_output and contexts_output name a workflow\'s outputs: app_mode = "workflow"')
+        if self.nodes and self.app_mode not in ("workflow", "advanced-chat"):
+            raise ValueError('[agent.nodes] names nodes of a workflow: app_mode = "workflow" or "advanced-chat"')
+        if self.response_mode and self.app_mode not in ("workflow", "advanced-chat"):
+            raise ValueError('response_mode applies to app_mode = "workflow" and "advanced-chat"')
         return self
+
+    @property
+    def streams(self) -> bool:
+        """Workflows and chatflows stream unless told otherwise (agent-chat apps switch on their own)."""
+        return self.app_mode in ("workflow", "advanced-chat") and self.response_mode != "blocking"
 
 
 class DifySpec(ExternalSpec):
@@ -101,7 +155,7 @@ class DifyAgent(PlatformAgent):
         super().__init__(spec, ctx)
         t: DifyTable = self.table
         self.retrieves_only = t.retrieval_only
-        self.streaming = t.app_mode == "agent-chat"
+        self.streaming = t.app_mode == "agent-chat" or t.streams
         self.top_k = t.top_k
         self.app = self._check_dataset_key() if t.retrieval_only else self._app_info()
 
@@ -121,17 +175,11 @@ class DifyAgent(PlatformAgent):
             return {}
         info = info if isinstance(info, dict) else {}
         reported = info.get("mode")
-        if reported == "workflow":  # it answers /workflows/run only: every question would get 400 not_chat_app
-            raise RagtrackError(
-                f'Dify at {t.base_url}: the app is a workflow app, and kind = "dify" asks chat and completion '
-                'apps; ask it with kind = "http": url = "<base_url>/workflows/run", headers = { Authorization = '
-                '"Bearer ${' + t.api_key_env + '}" }, body = { inputs = { query = "{question}" }, response_mode = '
-                '"blocking", user = "ragtrack" }, answer_path = "data.outputs.<its answer variable>", '
-                'contexts_path = "data.outputs.<a variable holding the Knowledge Retrieval node\'s result>"'
-            )
-        if isinstance(reported, str) and (reported == "completion") != (t.app_mode == "completion"):
-            # Each question would fail on the other endpoint (/chat-messages vs /completion-messages).
-            wanted = "completion" if reported == "completion" else "chat"
+        route = {"completion": "completion", "workflow": "workflow"}
+        if isinstance(reported, str) and route.get(reported, "chat") != route.get(t.app_mode, "chat"):
+            # Each question would fail on the other endpoint (/chat-messages, /completion-messages,
+            # /workflows/run answer 400 to another mode's app).
+            wanted = route.get(reported, "advanced-chat" if reported == "advanced-chat" else "chat")
             raise RagtrackError(
                 f"Dify at {t.base_url}: the app is a {reported} app, the spec says app_mode = {t.app_mode!r}; "
                 f"set app_mode = {wanted!r}"
@@ -163,6 +211,14 @@ class DifyAgent(PlatformAgent):
             self.unanswered_check("Dify", e)
         return {}
 
+    def node_roles(self, reply: Reply) -> dict[str, tuple[str, str]]:
+        """The version's ``[agent.nodes]`` and the roles inferred for the rest; a declared rewrite,
+        intent or generation title no node of the run has stops the eval, listing the app's nodes."""
+        declared = self.table.nodes
+        if declared and not reply.failed and (problem := missing_roles(reply.nodes, declared)):
+            raise EndpointRefusedError(problem)
+        return assign_roles(reply.nodes, reply.answer, declared)
+
     def call(self, question: str, usage: Usage, history: Sequence[Turn] = ()) -> Reply:
         if self.table.retrieval_only:
             return self._retrieve(question, usage)
@@ -171,21 +227,25 @@ class DifyAgent(PlatformAgent):
         conversation = ""
         if history and t.history_input:
             inputs[t.history_input] = transcript(history)
-        elif history and t.app_mode == "completion":
+        elif history and t.app_mode in ("completion", "workflow"):
             raise AgentCallError(
-                "a follow-up item (history) on a completion app, which keeps no conversation: set "
+                f"a follow-up item (history) on a {t.app_mode} app, which keeps no conversation: set "
                 "history_input to the input variable its prompt reads the earlier turns from"
             )
         else:
             for turn in (turn for turn in history if turn.role == "user"):
-                conversation = str(self._message(turn.content, usage, {}, conversation).get("conversation_id") or "")
+                _, conversation = self._message(turn.content, usage, {}, conversation)
                 if not conversation:
                     raise AgentCallError("replaying the conversation: the reply carries no conversation_id")
-        return read_message(self._message(question, usage, inputs, conversation))
+        reply, _ = self._message(question, usage, inputs, conversation)
+        return reply
 
-    def _message(self, question: str, usage: Usage, inputs: dict[str, Any], conversation: str) -> dict[str, Any]:
-        """One message to the app (in ``conversation`` when it is not ""), its reply in the blocking shape."""
+    def _message(self, question: str, usage: Usage, inputs: dict[str, Any], conversation: str) -> tuple[Reply, str]:
+        """One message to the app (in ``conversation`` when it is not ""): its reply, and the conversation
+        it went into ("" for a workflow run, which has none)."""
         t: DifyTable = self.table
+        if t.app_mode == "workflow":
+            return self._workflow(question, usage, inputs), ""
         variable = t.query_input or ("query" if t.app_mode == "completion" else None)
         inputs = {**t.inputs, **inputs, **({variable: question} if variable else {})}
         body = {"inputs": inputs, "query": question, "user": t.user, "response_mode": "blocking"}
@@ -197,13 +257,51 @@ class DifyAgent(PlatformAgent):
                 reply = self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify")
                 if not isinstance(reply, dict):
                     raise AgentCallError(f"unexpected reply: {str(reply)[:120]!r}")
-                return reply
+                return read_message(reply), str(reply.get("conversation_id") or "")
             except EndpointError as e:
                 if not (e.status == 400 and "blocking mode" in str(e)):
                     raise
                 self.streaming = True  # an agent-chat app: it answers in streaming mode only
         body["response_mode"] = "streaming"
-        return assemble(self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify", events=True))
+        events = self.endpoint.request("POST", path, json_body=body, usage=usage, step="dify", events=True)
+        if t.app_mode != "advanced-chat":
+            return read_message(assemble(events)), conversation_of(events)
+        run = read_events(events)  # a chatflow: its nodes, and the message the answer node streamed
+        if run.answer is None and not run.nodes:
+            raise AgentCallError("the stream carried no message and no node events")
+        message = read_message({"answer": run.answer or "", "metadata": run.metadata}) if run.metadata else None
+        contexts = node_contexts(run.nodes)
+        if contexts is None and message is not None:  # no retrieval node reported: the citations, if any
+            contexts = message.contexts
+        problem = message.problem if message is not None else NO_RETRIEVAL_NODE
+        return workflow_reply(run, run.answer or "", contexts, problem), conversation_of(events)
+
+    def _workflow(self, question: str, usage: Usage, extra: dict[str, Any]) -> Reply:
+        """``POST /workflows/run`` with the question in the input ``query_input`` (default ``query``)
+        (and a follow-up's turns in ``history_input``, in ``extra``)."""
+        t: DifyTable = self.table
+        inputs = {**t.inputs, **extra, t.query_input or "query": question}
+        body = {"inputs": inputs, "user": t.user, "response_mode": "streaming" if self.streaming else "blocking"}
+        answer_output = t.answer_output or "answer"
+        if not self.streaming:
+            reply = self.endpoint.request("POST", "/workflows/run", json_body=body, usage=usage, step="dify")
+            data = reply.get("data") if isinstance(reply, dict) else None
+            if not isinstance(data, dict):
+                raise AgentCallError(f"unexpected reply: {str(reply)[:120]!r}")
+            outputs = data.get("outputs") if isinstance(data.get("outputs"), dict) else {}
+            run = WorkflowReply(status=str(data.get("status") or ""), outputs=outputs, error=data.get("error"))
+            if run.status != "succeeded":
+                return workflow_reply(run, "", None, "")
+            contexts = None
+            if t.contexts_output and isinstance(outputs.get(t.contexts_output), list):
+                contexts = result_contexts(outputs[t.contexts_output])
+            return workflow_reply(run, output_text(outputs, answer_output), contexts, NO_CONTEXTS_OUTPUT)
+        events = self.endpoint.request("POST", "/workflows/run", json_body=body, usage=usage, step="dify", events=True)
+        run = read_events(events)
+        if not run.status:
+            raise AgentCallError("the stream ended before workflow_finished (the run's outcome is unknown)")
+        answer = "" if run.status != "succeeded" else output_text(run.outputs, answer_output)
+        return workflow_reply(run, answer, node_contexts(run.nodes), NO_RETRIEVAL_NODE)
 
     def _retrieve(self, question: str, usage: Usage) -> Reply:
         t: DifyTable = self.table
@@ -230,6 +328,10 @@ class DifyAgent(PlatformAgent):
             "base_url": t.base_url,
             "app_mode": "retrieval_only" if t.retrieval_only else t.app_mode,
         }
+        if t.app_mode in ("workflow", "advanced-chat"):
+            out["response_mode"] = "streaming" if t.streams else "blocking"
+        if t.app_mode == "workflow":
+            out["answer_output"] = t.answer_output or "answer"
         if t.dataset_id:
             out["dataset_id"] = t.dataset_id
         out.update({f"app_{k}": v for k, v in self.app.items()})  # app_name, app_mode_reported
@@ -237,12 +339,10 @@ class DifyAgent(PlatformAgent):
 
 
 def assemble(events: list[Any]) -> dict[str, Any]:
-    """A streamed reply → the blocking shape: answer deltas joined, metadata from ``message_end``, the
-    conversation the events name."""
-    answer, metadata, conversation = "", None, None
+    """A streamed reply → the blocking shape: answer deltas joined, metadata from ``message_end``."""
+    answer, metadata = "", None
     for e in (e for e in events if isinstance(e, dict)):
         kind = e.get("event")
-        conversation = e.get("conversation_id") or conversation
         if kind in ("message", "agent_message"):
             answer += str(e.get("answer") or "")
         elif kind == "message_replace":  # moderation replaced the answer
@@ -252,11 +352,12 @@ def assemble(events: list[Any]) -> dict[str, Any]:
         elif kind == "error":
             code, message = error_message(e)
             raise EndpointError(f"stream error {code}: {message}", int(number(e.get("status")) or 0), code)
-    return {
-        "answer": answer,
-        **({"metadata": metadata} if metadata is not None else {}),
-        **({"conversation_id": conversation} if conversation else {}),
-    }
+    return {"answer": answer, **({"metadata": metadata} if metadata is not None else {})}
+
+
+def conversation_of(events: list[Any]) -> str:
+    """The conversation a streamed chat reply went into (every message event names it)."""
+    return next((str(e["conversation_id"]) for e in events if isinstance(e, dict) and e.get("conversation_id")), "")
 
 
 def read_message(body: Any) -> Reply:

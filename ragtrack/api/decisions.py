@@ -220,6 +220,7 @@ def promote(
         allow_substitutes=allow_substitutes,
         allow_partial=allow_partial,
         gates=dict(config.gates),
+        guards=config.promotion.guard_rule,
     )
     spec = _known(store, config, version)
     model_version = _checked_out(store, version, spec, config, llm)

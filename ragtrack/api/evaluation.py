@@ -167,6 +167,7 @@ class EvalSession:
     engine: Engine = field(default_factory=LocalEngine)  # where the items are answered and judged
     source: VersionSource | None = None  # what an engine outside this process rebuilds the version from
     labels: LabelFile | None = None  # human labels of versions' answers (prediction-powered means)
+    guards: dict[str, float] = field(default_factory=dict)  # [promotion] node guards, for the dry decision
 
 
 @dataclass(frozen=True)
@@ -426,6 +427,7 @@ def prepare_eval(version: str, options: EvalOptions, progress: Progress | None =
                 JudgeSource(str(Path(o.root).resolve()), judge_name, o.use_cache, bool(panel.aligned)),
             ),
             labels,
+            guards=config.promotion.guard_rule,
         )
     except BaseException:
         checkpoint.release()
@@ -469,7 +471,7 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
         metrics,
         render(findings),
         accounting,
-        Rule(gates=session.gates, cluster=session.cluster),
+        Rule(gates=session.gates, cluster=session.cluster, guards=session.guards),
         ppi,
     )
     complete = outcome.stopped_early is None and len(records) == len(session.golden)

@@ -268,6 +268,8 @@ def eval_cmd(
         view.metrics_table(report.metrics, f"{report.version} — {len(report.records)} items{substituted}"),
         view.accounting_table(report.accounting),
     )
+    for line in view.node_lines(report.records, report.metrics):
+        console.print(line, markup=False, highlight=False)
     for message in report.cautions():  # the agent's again after the table: the numbers above depend on them
         warn(message)
     for line in view.ppi_lines(report.ppi):

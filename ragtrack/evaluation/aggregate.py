@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.judges import JUDGES
+from ragtrack.evaluation.nodes import node_metrics
 from ragtrack.evaluation.retrieval_metrics import mean
 from ragtrack.records import ItemRecord
 
@@ -58,6 +59,7 @@ def aggregate(records: list[ItemRecord], judges: Iterable[str] | None = None) ->
     """The run's metrics over ``records`` (every registered judge unless ``judges`` narrows them)."""
     judges = [JUDGES.check(j) for j in (judges if judges is not None else JUDGES.names())]
     out = _summarise(records, judges, m.ALL)
+    out.update(node_metrics(records))
     for t in m.TYPES:
         subset = [r for r in records if r.type == t]
         if subset:

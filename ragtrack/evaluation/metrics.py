@@ -72,6 +72,7 @@ class Metric:
     normalized: bool = False  # judge metrics: the 0–1 form
     needs_groups: bool = False  # applies only to items with GT groups (multi-hop benchmarks)
     citation: str | None = None  # citation figures: the key in an item record's ``citations`` dict
+    node: str | None = None  # node metrics: the function of ragtrack.evaluation.nodes giving an item's value
 
 
 RETRIEVAL: Registry[Metric] = Registry(
@@ -96,6 +97,24 @@ RETRIEVAL: Registry[Metric] = Registry(
             "share of items with GT groups that have a passage of every group (hop) in the top_k",
             item_key="all_hops_at_k",
             needs_groups=True,
+        ),
+    },
+)
+#: Node metrics compare and promote pair item by item (secondary: Holm-adjusted with the others);
+#: ``[promotion] guards`` names them without the prefix. See :mod:`ragtrack.evaluation.nodes`.
+NODE: Registry[Metric] = Registry(
+    "node metric",
+    {
+        "node/intent_accuracy": Metric(
+            "node/intent_accuracy", "share of items whose intent node chose the golden intent", node="intent_correct"
+        ),
+        "node/rewrite_retention": Metric(
+            "node/rewrite_retention", "share of must_keep terms the rewrite node kept", node="retention"
+        ),
+        "node/generation_groundedness": Metric(
+            "node/generation_groundedness",
+            "groundedness (0-1) of the generation node's answer in the contexts it received",
+            node="generation_grounded",
         ),
     },
 )
@@ -183,13 +202,21 @@ def lookup(name: str) -> Metric:
         return RETRIEVAL.get(name)
     if name in CITATION:
         return CITATION.get(name)
+    if name in NODE:
+        return NODE.get(name)
     for judge in JUDGES:
         if name == judge:
             return judge_metric(judge)
         if name == judge_metric(judge, normalized=True).name:
             return judge_metric(judge, normalized=True)
-    known = [*RETRIEVAL.names(), *ALIASES, *JUDGES.names(), *(judge_metric(j, True).name for j in JUDGES)]
-    known += CITATION.names()
+    known = [
+        *RETRIEVAL.names(),
+        *ALIASES,
+        *JUDGES.names(),
+        *(judge_metric(j, True).name for j in JUDGES),
+        *NODE.names(),
+        *CITATION.names(),
+    ]
     raise UnknownNameError(f"unknown metric {name!r}; expected one of: {', '.join(known)}")
 
 
@@ -243,6 +270,10 @@ def item_value(record: ItemRecord, name: str) -> float | None:
         return record.retrieval.get(metric.item_key)
     if metric.citation is not None:
         return record.citations.get(metric.citation)
+    if metric.node is not None:
+        from ragtrack.evaluation import nodes  # it reads records only; imported here, where a node metric is asked
+
+        return getattr(nodes, metric.node)(record)
     verdict = record.judges.get(metric.judge or "")
     if verdict is None or verdict.score is None:
         return None
@@ -330,6 +361,6 @@ def display_order(keys: Iterable[str]) -> list[str]:
 
 
 def comparable_metrics() -> tuple[str, ...]:
-    """What ``compare`` pairs item by item: every retrieval metric, every judge mean, then the citation
-    figures (secondary: paired where both versions' answers cite)."""
-    return (*RETRIEVAL.names(), *JUDGES.names(), *CITATION.names())
+    """What ``compare`` pairs item by item: every retrieval metric, every judge mean, the node metrics, then
+    the citation figures (secondary: paired where both versions' answers cite)."""
+    return (*RETRIEVAL.names(), *JUDGES.names(), *NODE.names(), *CITATION.names())

@@ -47,6 +47,8 @@ class Rule:
     allow_substitutes: bool = False
     allow_partial: bool = False
     gates: Mapping[str, float] = field(default_factory=dict)
+    # Node guards ([promotion] guards): node metric → how much it may drop against the champion, paired.
+    guards: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A negative margin is a non-inferiority rule (promote unless worse by more than it); a
@@ -67,6 +69,8 @@ class Rule:
                 f" and the 95% intervals clear it (correctness Δ low > {self.margin:g}, "
                 f"groundedness Δ low >= -{self.tolerance:g})"
             )
+        for guard, tolerance in self.guards.items():
+            text += f" and {guard} >= champion - {tolerance:g}"
         return text
 
 
@@ -314,6 +318,17 @@ def decide(
             f"groundedness regressed: {g.mean_b:.3f} vs champion {g.mean_a:.3f} "
             f"(Δ {g.delta:+.3f}, tolerance {rule.tolerance:g})"
         )
+    for guard, tolerance in rule.guards.items():  # node guards: no regression beyond their tolerance
+        d = paired.get(guard)
+        if d is None:
+            refuse(f"guard {guard}: no item both runs scored (the golden items need the node's expectations)")
+        elif d.delta < -tolerance:
+            refuse(
+                f"guard {guard} regressed: {d.mean_b:.3f} vs champion {d.mean_a:.3f} (Δ {d.delta:+.3f}, "
+                f"tolerance {tolerance:g})"
+            )
+        else:
+            decision.figures[f"{guard.removeprefix('node/')}_delta"] = d.delta
     if rule.require_significance and not (c.significant and c.delta > 0):
         why = (
             f"95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text}"

@@ -16,6 +16,7 @@ from ragtrack.citation_markers import cited_sentences
 from ragtrack.evaluation.citation_judge import SupportInput, judge_support
 from ragtrack.evaluation.citations import CitationScores, score_citations, support_rate
 from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
+from ragtrack.evaluation.nodes import first_failing
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
@@ -104,7 +105,7 @@ def item_record(
     """
     if support is not None:
         judge_usage = {**judge_usage, CITATION_SUPPORT: support.usage}
-    return ItemRecord(
+    record = ItemRecord(
         id=item.id,
         type=item.type,
         question=item.question,
@@ -126,14 +127,20 @@ def item_record(
         gt_groups=[list(g) for g in item.gt_groups],
         usage={"agent": dict(output.usage), "judge": judge_usage},
         stages=[
-            StageRecord(s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts])
+            StageRecord(
+                s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts], s.node
+            )
             for s in output.stages
         ],
         answered=output.answered,
         history=turns_json(item.history),
         cited_answer=output.cited_answer if output.cite_styles else "",
         citations=citation_figures(citation_check(item, output), support),
+        intent=item.intent,
+        must_keep=list(item.must_keep),
     )
+    record.first_failing = first_failing(record)
+    return record
 
 
 def judges_for(output: AgentOutput, panel: JudgePanel) -> tuple[str, ...]:

@@ -337,7 +337,9 @@ class PipelineAgent:
     ) -> int:
         """Record a stage that started at ``start`` and ends now; returns now (the next stage's start)."""
         end = time.time_ns()
-        stages.append(Stage(name, kind, start, end, inputs, outputs or {}, tuple(contexts)))
+        role = {"rewrite": "rewrite", "retrieve": "retrieval", "rerank": "rerank", "generate": "generation"}.get(name)
+        node = {"role": role, "role_from": "pipeline step"} if role else {}
+        stages.append(Stage(name, kind, start, end, inputs, outputs or {}, tuple(contexts), node))
         return end
 
     @staticmethod

@@ -31,6 +31,10 @@ Faults for tests (``inject``): ``429``, ``500``, ``slow``, ``drop``,
 ``rate_limit_403`` (Dify Cloud's knowledge rate limit), ``no_metadata`` (a
 reply without ``metadata.retriever_resources``) and ``no_citations`` (an empty
 list, as recent Dify versions send with citations off).
+
+Workflow apps (``app_mode = "workflow"``: ``POST /v1/workflows/run``) and chatflows
+(``advanced-chat``) run the graph of :mod:`ragtrack.testing.dify_workflow`, streaming every node's
+events as Dify does; ``plant`` gives a question node faults, ``workflow_runs`` is what each run did.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from ragtrack.testing.conversations import (
     add_traffic_options,
     traffic_args,
 )
+from ragtrack.testing.dify_workflow import Route, Workflow, WorkflowRun, parse_fault
 from ragtrack.testing.knowledge import Knowledge, Segment, dify_chunks, extractive_answer, stable_id
 from ragtrack.testing.server import (
     FAULTS,
@@ -102,6 +107,7 @@ class DifyServer(LoopbackServer):
         ("GET", r"/v1/info", "app_info"),
         ("POST", r"/v1/chat-messages", "chat_messages"),
         ("POST", r"/v1/completion-messages", "completion_messages"),
+        ("POST", r"/v1/workflows/run", "workflows_run"),
         ("GET", r"/v1/datasets", "list_datasets"),
         ("POST", rf"/v1/datasets/(?P<dataset>{UUID})/(?:retrieve|hit-testing)", "retrieve"),
         ("GET", rf"/v1/datasets/(?P<dataset>{UUID})/documents", "list_documents"),
@@ -125,6 +131,8 @@ class DifyServer(LoopbackServer):
         citations: bool = True,
         traffic=None,
         traffic_keys: dict[str, str] | None = None,
+        routes: tuple[Route, ...] = (),
+        answer_output: str = "answer",
         port: int = 0,
     ):
         super().__init__(port)
@@ -143,6 +151,23 @@ class DifyServer(LoopbackServer):
         self.admin_ratings: dict[str, str] = {}  # message ID → a rating given in the Dify console
         self.forgotten_end_users: set[str] = set()  # end-user IDs /end-users answers 404 for
         self.unlisted: set[str] = set()  # message IDs /messages leaves out (their feedbacks stay listed)
+        # workflow and advanced-chat apps run a graph (see dify_workflow): one class per document unless told
+        routes = routes or tuple(Route(Path(d.name).stem, (d.name,)) for d in self.knowledge.documents)
+        chat = app_mode == "advanced-chat"
+        self.workflow = Workflow(self.knowledge, routes, self.dataset_name, top_k, chat)
+        self.answer_output = answer_output
+        self.planted: dict[str, tuple[str, ...]] = {}
+        self.workflow_runs: list[WorkflowRun] = []  # what the graph did, question by question
+
+    def plant(self, question: str, *faults: str) -> None:
+        """Node faults the workflow meets whenever it is asked ``question`` (see dify_workflow)."""
+        self.planted[question] = tuple(parse_fault(f) for f in faults)
+
+    def _run_workflow(self, question: str) -> WorkflowRun:
+        run = self.workflow.run(question, self.planted.get(question, ()))
+        with self._lock:
+            self.workflow_runs.append(run)
+        return run
 
     def delete_conversation(self, conversation_id: str) -> None:
         """What deleting it in Dify does: its messages are gone, its feedbacks are still listed."""
@@ -245,6 +270,14 @@ class DifyServer(LoopbackServer):
             },
         )
 
+    def _run_args(self, body: dict) -> Response | None:
+        """The 400 Dify answers a run without ``inputs`` or ``user`` (chat, completion and workflow alike)."""
+        if not isinstance(body.get("inputs"), dict):
+            return self.error(400, "invalid_param", "inputs is required")
+        if not body.get("user"):
+            return self.error(400, "invalid_param", "Arg user must be provided.")
+        return None
+
     def chat_messages(self, request: Request) -> Response:
         return self._message(request, chat=True)
 
@@ -260,10 +293,8 @@ class DifyServer(LoopbackServer):
         if not chat and app.mode != "completion":
             return self.error(400, "app_unavailable", "App unavailable, please check your app configurations.")
         body = request.body if isinstance(request.body, dict) else {}
-        if not isinstance(body.get("inputs"), dict):
-            return self.error(400, "invalid_param", "inputs is required")
-        if not body.get("user"):
-            return self.error(400, "invalid_param", "Arg user must be provided.")
+        if problem := self._run_args(body):
+            return problem
         # A completion app has no query field: its prompt reads the question from an input variable
         # ("query" in Dify's template); a top-level query is ignored, as Dify ignores it.
         question = str((body.get("query") if chat else body["inputs"].get("query")) or "")
@@ -279,6 +310,8 @@ class DifyServer(LoopbackServer):
         if isinstance(fault, Response):
             return fault
 
+        if app.mode == "advanced-chat" and app.key == self.app_key:
+            return self._chatflow(question, streaming)
         hits = self.knowledge.search(question, self.top_k)
         answer = extractive_answer(question, [s for s, _ in hits])
         metadata: dict[str, Any] = {"annotation_reply": None}
@@ -311,19 +344,60 @@ class DifyServer(LoopbackServer):
             ]
             events.append({"event": "message_end", **head, "metadata": metadata, "files": []})
             return Response(200, events=events)
+        return _blocking_message(task_id, message_id, conversation, mode, answer, metadata)
+
+    def _chatflow(self, question: str, streaming: bool) -> Response:
+        """A chatflow's reply: the node events and the answer's chunks, or (blocking) the message with
+        its ``retriever_resources`` and usage from ``message_end``."""
+        run = self._run_workflow(question)
+        task_id, message_id = str(uuid.uuid4()), str(uuid.uuid4())
+        events = self.workflow.events(run, task_id, message_id, self.answer_output)
+        if streaming:
+            return Response(200, events=events)
+        if run.failed:
+            error = next(n.error for n in run.nodes if n.error)
+            return self.error(400, "completion_request_error", str(error))
+        end = next(e for e in events if e["event"] == "message_end")
+        conversation = {"conversation_id": events[0]["conversation_id"]}
+        return _blocking_message(task_id, message_id, conversation, "advanced-chat", run.answer, end["metadata"])
+
+    def workflows_run(self, request: Request) -> Response:
+        """``POST /v1/workflows/run``: a workflow app's run, streamed node by node or blocking (Dify's
+        WorkflowAppBlockingResponse: the outputs, no nodes)."""
+        if isinstance(app := self._app(request), Response):
+            return app
+        if app.mode != "workflow":
+            return self.error(400, "not_workflow_app", "Please check if your app mode matches the right API route.")
+        body = request.body if isinstance(request.body, dict) else {}
+        if problem := self._run_args(body):
+            return problem
+        question = str(body["inputs"].get("query") or "")
+        if not question:
+            return self.error(400, "invalid_param", "query is required in input form")
+        if isinstance(fault := self._fault(), Response):
+            return fault
+        run = self._run_workflow(question)
+        events = self.workflow.events(run, str(uuid.uuid4()), None, self.answer_output)
+        if body.get("response_mode") == "streaming":
+            return Response(200, events=events)
+        finished = events[-1]
+        data = {
+            k: finished["data"][k]
+            for k in (
+                "id",
+                "workflow_id",
+                "status",
+                "outputs",
+                "error",
+                "elapsed_time",
+                "total_tokens",
+                "total_steps",
+                "created_at",
+                "finished_at",
+            )
+        }
         return Response(
-            200,
-            {
-                "event": "message",
-                "task_id": task_id,
-                "id": message_id,
-                "message_id": message_id,
-                **conversation,
-                "mode": mode,
-                "answer": answer,
-                "metadata": metadata,
-                "created_at": int(time.time()),
-            },
+            200, {"task_id": finished["task_id"], "workflow_run_id": finished["workflow_run_id"], "data": data}
         )
 
     # ---------------------------------------------------------------- production logs
@@ -646,6 +720,26 @@ class DifyServer(LoopbackServer):
         return self._page(request, [self._segment(s) for s in doc.segments], {"doc_form": "text_model"})
 
 
+def _blocking_message(
+    task_id: str, message_id: str, conversation: dict, mode: str, answer: str, metadata: dict
+) -> Response:
+    """A blocking chat or completion reply (Dify's ChatbotAppBlockingResponse, flattened as the API sends it)."""
+    return Response(
+        200,
+        {
+            "event": "message",
+            "task_id": task_id,
+            "id": message_id,
+            "message_id": message_id,
+            **conversation,
+            "mode": mode,
+            "answer": answer,
+            "metadata": metadata,
+            "created_at": int(time.time()),
+        },
+    )
+
+
 def _naive(iso: str) -> str:
     """A UTC time as Dify serialises its naive UTC datetimes: ``2025-06-02T09:30:00``."""
     return iso.removesuffix("Z")
@@ -679,6 +773,21 @@ def _feedback(
     }
 
 
+def _route(text: str) -> Route:
+    name, _, prefixes = text.partition("=")
+    if not name or not prefixes:
+        raise argparse.ArgumentTypeError(f"expected CLASS=PREFIX[,PREFIX], got {text!r}")
+    return Route(name, tuple(p.strip() for p in prefixes.split(",") if p.strip()))
+
+
+def _planted(text: str) -> tuple[str, str]:
+    question, _, fault = text.rpartition(" => ")
+    try:
+        return question.strip(), parse_fault(fault.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def from_args(argv: list[str] | None = None) -> DifyServer:
     """The server the command line describes (the README's walkthrough starts it so)."""
     parser = argparse.ArgumentParser(description="A loopback server speaking Dify's Service API over a folder.")
@@ -691,6 +800,27 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
     parser.add_argument("--top-k", type=int, default=4, help="segments retrieved per question")
     parser.add_argument("--max-chars", type=int, default=400, help="the most characters in one segment")
     parser.add_argument("--no-citations", action="store_true", help="replies without retriever_resources")
+    workflow = {
+        "--route": (
+            _route,
+            "CLASS=PREFIX[,PREFIX]",
+            "a class of the question classifier and the documents of its knowledge base (default: one class "
+            "per document)",
+        ),
+        "--plant": (
+            _planted,
+            "'QUESTION => FAULT'",
+            "a node fault the question meets every time it is asked: drop_term:TERM, misroute, "
+            "empty_retrieval, unfaithful or fail:NODE TITLE",
+        ),
+    }
+    for flag, (parse, metavar, what) in workflow.items():
+        parser.add_argument(
+            flag, action="append", default=[], type=parse, metavar=metavar, help=f"workflow apps: {what} (repeatable)"
+        )
+    parser.add_argument(
+        "--answer-output", default="answer", help="workflow apps: the End node's variable holding the answer"
+    )
     add_traffic_options(parser)
     add_fault_option(parser, (*FAULTS, "rate_limit_403", "no_metadata", "no_citations"))
     a = parser.parse_args(argv)
@@ -705,8 +835,12 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
         max_chars=a.max_chars,
         citations=not a.no_citations,
         traffic=plan,
+        routes=tuple(a.route),
+        answer_output=a.answer_output,
         port=a.port,
     )
+    for question, fault in a.plant:
+        server.plant(question, *server.planted.get(question, ()), fault)
     server.log.as_of = a.as_of
     server.inject(*a.faults)
     return server
@@ -715,13 +849,16 @@ def from_args(argv: list[str] | None = None) -> DifyServer:
 def main(argv: list[str] | None = None) -> None:
     server = from_args(argv)
     k = server.knowledge
+    flow = ""
+    if server.app_mode in ("workflow", "advanced-chat"):
+        flow = f"; question classes: {', '.join(r.name for r in server.workflow.routes)}"
     apps = "".join(
         f"; {app.name} (key {app.key}): {len(server.log.of_app(app.name))} conversations"
         for app in server.apps.values()
     )
     server.serve_forever(
         f"Dify-shaped {server.app_mode} app on {server.base_url}: knowledge base {server.dataset_name!r} "
-        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments{apps}"
+        f"({server.dataset_id}), {len(k.documents)} documents, {len(k.segments)} segments{apps}{flow}"
     )
 
 

@@ -61,15 +61,18 @@ def regressions(
 ) -> dict[str, list]:
     """The items whose score moved from version ``a`` to ``b``, largest drop first (gains last): per item
     and metric both scores and both reasons side by side, columns labelled by version, and the two
-    traces' routes in the UI (``traces``: item ID → route, per side)."""
+    traces' routes in the UI (``traces``: item ID → route, per side) and each side's first failing node."""
     by_id = [{r.id: r for r in side} for side in records]
     rows = sorted((c for c in changes if c.metric in REGRESSION_METRICS), key=lambda c: (c.delta, c.id, c.metric))
     names = ("item", "metric", "Δ", f"{a} score", f"{b} score", f"{a} reason", f"{b} reason", "type")
-    table: dict[str, list] = {name: [] for name in (*names, f"{a} trace", f"{b} trace", "question")}
+    # Each side's first failing node (evaluation.nodes): which node to look at for the item that dropped.
+    failing = (f"{a} first failing node", f"{b} first failing node")
+    table: dict[str, list] = {name: [] for name in (*names, f"{a} trace", f"{b} trace", "question", *failing)}
     for c in rows:
         reasons = [_reason(side[c.id], c.metric) if c.id in side else "" for side in by_id]
         routes = [route.get(c.id, "") for route in traces]
-        values = (c.id, c.metric, round(c.delta, 3), c.a, c.b, *reasons, c.type, *routes, c.question)
+        nodes = [side[c.id].first_failing if c.id in side else "" for side in by_id]
+        values = (c.id, c.metric, round(c.delta, 3), c.a, c.b, *reasons, c.type, *routes, c.question, *nodes)
         for name, value in zip(table, values, strict=True):
             table[name].append(value)
     return table

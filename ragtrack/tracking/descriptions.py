@@ -132,6 +132,44 @@ def scores(metrics: dict[str, float]) -> str:
     return table(header, rows)
 
 
+def nodes(metrics: dict[str, float]) -> str:
+    """The run's node metrics and failures by node (first failing node per item), from its metrics so
+    that a re-description keeps them ("" for a run without node roles)."""
+    from ragtrack.agent import FLOW
+    from ragtrack.evaluation import nodes as n
+
+    failing = {
+        role: int(metrics[f"{n.NODE_PREFIX}first_failing/{role}"])
+        for role in FLOW
+        if f"{n.NODE_PREFIX}first_failing/{role}" in metrics
+    }
+    if not failing:
+        return ""
+    items = int(metrics.get(m.ITEMS, 0))
+    rows = [[role, str(k), f"{k / items:.0%}" if items else "–"] for role, k in failing.items()]
+    rows.append(["none", str(items - sum(failing.values())), ""])
+    figures = [
+        f"{label} {metrics[key]:.3f}"
+        for key, label in (
+            (n.INTENT_ACCURACY, "intent accuracy"),
+            (n.REWRITE_RETENTION, "rewrite retention"),
+            (n.GENERATION_GROUNDEDNESS, "generation groundedness"),
+        )
+        if key in metrics
+    ]
+    recall = sorted(k for k in metrics if k.startswith(f"{n.NODE_PREFIX}retrieval/") and k.endswith("/context_recall"))
+    figures += [f"recall of {k.split('/')[2]} {metrics[k]:.3f}" for k in recall]
+    head = "**Failures by node** (each item's first failing node, in flow order: " + " → ".join(FLOW) + ")"
+    return "\n".join(
+        [
+            head,
+            "",
+            table(["node", "items", "share"], rows),
+            *(["", "Node metrics: " + ", ".join(figures)] if figures else []),
+        ]
+    )
+
+
 def paired(a: str, b: str, rows: Sequence[MetricRow]) -> str:
     """The paired comparison a → b: every headline metric overall, the criterion and recall per type too."""
     by_key = {(r.metric, r.scope): r for r in rows}
@@ -246,6 +284,8 @@ def eval_run(
             lines += ["", _standing(run, standing, links, regressions)]
         elif regressions:
             lines += ["", regressions]
+    if section := nodes(run.metrics):
+        lines += ["", section]
     if errors:
         lines += ["", "**Errors** (the figures above leave these items out where they say n)", ""]
         lines += [f"* {e}" for e in errors]

@@ -69,12 +69,12 @@ def promote(
     judged when there is one (with ``rule.allow_partial`` the newest of any)."""
     begin("lock")
     with nullcontext() if dry_run else store.registry_lock("promotion"):
-        notes = ([] if dry_run else finish_interrupted(store, rule.gates)) + unfinished(store)
+        notes = ([] if dry_run else finish_interrupted(store, standing_rule(rule))) + unfinished(store)
         begin("decide")
         store.latest_eval(version, model_version=model_version)  # none: its error says what to run
         runs = store.eval_runs(version, model_version=model_version)
         run = runs[0] if rule.allow_partial else next((r for r in runs if not r.limited), runs[0])
-        decision = standings.standing(store, run, rule, metrics=(CRITERION, GUARD)).decision
+        decision = standings.standing(store, run, rule, metrics=(CRITERION, GUARD, *rule.guards)).decision
         decision.dry_run = dry_run
         decision.notes = notes
         if decision.promoted and not dry_run:
@@ -85,7 +85,7 @@ def promote(
                 decision.reasons = ["the champion changed while deciding; run promote again"]
         started = _record(store, decision, source or {})
         if not (dry_run or decision.already_champion):  # nothing moved: the registry keeps the decision that made it
-            _apply(store, decision, started, rule.gates)
+            _apply(store, decision, started, standing_rule(rule))
         _finish(store, decision.decision_run_id)
         begin("unlock")
     return decision
@@ -153,9 +153,16 @@ def describe_decisions(store: Store) -> None:
     store.describe_experiment(descriptions.decisions_experiment(view), experiment)
 
 
-def _apply(store: Store, d: Decision, started_ms: int, gates: Mapping[str, float], announce: bool = True) -> None:
+def standing_rule(rule: Rule) -> Rule:
+    """The rule the eval runs' standings are re-decided by after a decision: the project's gates and node
+    guards, none of one decision's one-off flags (a --margin of this promote is not theirs)."""
+    return Rule(gates=rule.gates, guards=rule.guards)
+
+
+def _apply(store: Store, d: Decision, started_ms: int, rule: Rule, announce: bool = True) -> None:
     """What a recorded decision changes: the alias, the versions' tags and descriptions, the eval runs'
-    standings. Every step may be taken again (by :func:`finish_interrupted`) with the same result."""
+    standings (re-decided by ``rule``, :func:`standing_rule`). Every step may be taken again (by
+    :func:`finish_interrupted`) with the same result."""
     if d.promoted:
         begin("announce")
         if announce:
@@ -174,7 +181,7 @@ def _apply(store: Store, d: Decision, started_ms: int, gates: Mapping[str, float
     describe_champion(store, _involved(d), d, started_ms)
     begin("refresh")
     # As `ragtrack promote <version>` would decide them: a one-off --margin of this decision is not theirs.
-    standings.refresh(store, Rule(gates=gates))
+    standings.refresh(store, rule)
 
 
 def _finish(store: Store, run_id: str) -> None:
@@ -203,7 +210,7 @@ def _involved(d: Decision) -> dict[str, str]:
     return involved
 
 
-def finish_interrupted(store: Store, gates: Mapping[str, float]) -> list[str]:
+def finish_interrupted(store: Store, rule: Rule) -> list[str]:
     """Finish every promotion a killed ``promote`` left unfinished (call it holding the promotion lock:
     then no unfinished run is another's work under way); what was done, a sentence each.
 
@@ -225,7 +232,7 @@ def finish_interrupted(store: Store, gates: Mapping[str, float]) -> list[str]:
             describe_champion(store, _involved(d), None, 0)  # take its "being recorded" notes down
             done.append(f"abandoned an interrupted promotion of {version} (run {run_id}): the alias was moved since")
             continue
-        _apply(store, d, run.info.start_time, gates, announce=False)
+        _apply(store, d, run.info.start_time, rule, announce=False)
         _finish(store, run_id)
         done.append(f"finished recording an interrupted promotion: {d.summary()} (decision run {run_id})")
     return done

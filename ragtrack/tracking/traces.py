@@ -241,6 +241,10 @@ def _span(root, stage: StageRecord, gt: set[str]) -> None:
     span = mlflow.start_span_no_context(
         stage.name, span_type=kind, parent_span=root, inputs=stage.inputs, start_time_ns=stage.start_ns
     )
+    if stage.node:  # a workflow node: what the platform said of it, and a failed node shown as one
+        span.set_attributes({f"node.{k}": v for k, v in stage.node.items() if v is not None})
+        if stage.node.get("status") in ("failed", "exception"):
+            span.set_status(SpanStatusCode.ERROR)
     if stage.contexts:
         # MLflow's retriever shape: a list of documents; what else the stage said goes to attributes.
         span.set_attributes(dict(stage.outputs))
