@@ -116,7 +116,9 @@ def measured(embedder):
         tb.Method("now", lambda lang: QuestionSpace(embedder if lang == "en" else None, lang)),
         tb.Method("before", lambda lang: QuestionSpace(embedder if lang == "en" else None, lang, 0.5)),
     ]
-    thresholds = sorted({round(t, 3) for t in (CLUSTER_SIMILARITY, WORDING_SIMILARITY, 0.35, CLUSTER_SIMILARITY - 0.025)})
+    thresholds = sorted(
+        {round(t, 3) for t in (CLUSTER_SIMILARITY, WORDING_SIMILARITY, 0.35, CLUSTER_SIMILARITY - 0.025)}
+    )
     return tb.sweep(questions, methods, thresholds)
 
 
