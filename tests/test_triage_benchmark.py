@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sklearn.metrics import homogeneity_completeness_v_measure
 
@@ -146,3 +147,33 @@ def test_the_default_on_the_set_is_pure_and_more_complete_than_before(measured):
         ("zh", "tune"): (1.0, 0.2),
         ("zh", "held-out"): (0.91, 0.38),
     }
+
+
+def test_nearest_neighbour_links_by_hand():
+    # a and b are each other's nearest (cos 0.8), c's nearest is b (cos 0.6), d's nearest is c (cos 0.3)
+    a, b = np.array([1.0, 0.0, 0.0]), np.array([0.8, 0.6, 0.0])
+    vectors = np.array([a, b, [0.0, 1.0, 0.0], [0.0, 0.3, np.sqrt(1 - 0.09)]])
+    c = vectors[2]
+    assert a @ b == pytest.approx(0.8) and b @ c == pytest.approx(0.6) and a @ c == 0.0
+    assert vectors[3] @ c == pytest.approx(0.3) and vectors[3] @ b == pytest.approx(0.18)
+    assert tb.nearest_neighbour_cluster(vectors, 0.5) == [0, 0, 0, 1]  # d's best link is below 0.5
+    assert tb.nearest_neighbour_cluster(vectors, 0.25) == [0, 0, 0, 0]
+    assert tb.nearest_neighbour_cluster(vectors, 0.7) == [0, 0, 1, 2]  # only a–b is that close
+    assert tb.nearest_neighbour_cluster(vectors[:1], 0.5) == [0]
+
+
+def test_the_knowledge_base_view_is_reciprocal_ranks_and_weighs_in(tiny_corpus, tmp_path):
+    questions = ["where do full checkpoints go", "what does the cfg value do", "how many steps"]
+    space = tb.KnowledgeBaseSpace(QuestionSpace(None, "en"), tiny_corpus, 0.2, depth=3, cache_dir=tmp_path)
+    view = space.view(questions)
+    ids = list(tiny_corpus.passages)
+    for row, question in zip(view, questions, strict=True):
+        hits = space.search.search(question, 3)
+        expected = np.zeros(len(ids))
+        for hit in hits:
+            expected[ids.index(hit.passage_id)] = 1 / hit.rank
+        assert row == pytest.approx(expected / np.linalg.norm(expected))
+    assert ids[int(view[0].argmax())].endswith("checkpoints")
+    own = QuestionSpace(None, "en").fit(questions)
+    joined = space.fit(questions)
+    assert joined @ joined.T == pytest.approx(0.8 * (own @ own.T) + 0.2 * (view @ view.T))

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ragtrack.errors import RagtrackError
 
 LANGUAGES = ("en", "zh")
@@ -209,13 +211,61 @@ def parts(questions: list[Question]) -> dict[tuple[str, str], list[Question]]:
     return out
 
 
+def nearest_neighbour_cluster(vectors: np.ndarray, similarity: float) -> list[int]:
+    """A cluster label per row: each question linked to its single nearest other question when their
+    cosine is at least ``similarity``, clusters the connected groups. Tried against average linkage
+    (:func:`ragtrack.production.similarity.cluster`): a paraphrase's nearest question is usually of its
+    own problem even when its mean similarity to the others is low."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(vectors)
+    if n < 2:
+        return [0] * n
+    similarities = vectors @ vectors.T
+    np.fill_diagonal(similarities, -np.inf)
+    nearest = similarities.argmax(axis=1)
+    keep = similarities[np.arange(n), nearest] >= similarity - 1e-9
+    rows, cols = np.arange(n)[keep], nearest[keep]
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    return [int(label) for label in connected_components(graph, directed=False)[1]]
+
+
+class KnowledgeBaseSpace:
+    """A question space joined with a knowledge-base view: a question's vector there holds 1/rank for
+    each of the ``depth`` passages BM25 ranks first for it (:class:`ragtrack.passage_search.PassageSearch`),
+    so two questions answered by the same passages are alike even when worded apart. ``weight`` is the
+    view's share of a cosine; the space's own vectors have the rest."""
+
+    def __init__(self, space, corpus, weight: float, depth: int = 5, cache_dir: Path | None = None):
+        from ragtrack.passage_search import PassageSearch
+
+        self.space, self.weight, self.depth = space, weight, depth
+        self.passages = {pid: n for n, pid in enumerate(corpus.passages)}
+        self.search = PassageSearch(corpus, cache_dir or Path(".ragtrack/cache"), "bm25")
+
+    def view(self, questions: list[str]) -> np.ndarray:
+        rows = np.zeros((len(questions), len(self.passages)))
+        for row, question in enumerate(questions):
+            for hit in self.search.search(question, self.depth):
+                rows[row, self.passages[hit.passage_id]] = 1.0 / hit.rank
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms == 0, 1.0, norms)
+
+    def fit(self, questions: list[str]) -> np.ndarray:
+        own = self.space.fit(questions)
+        return np.hstack([own * np.sqrt(1 - self.weight), self.view(questions) * np.sqrt(self.weight)])
+
+
 @dataclass(frozen=True)
 class Method:
     """One way to compare questions: ``space(language)`` builds a fresh QuestionSpace (None: not
-    available for that language here)."""
+    available for that language here), ``clustering`` groups its vectors at a threshold (the product's
+    average linkage unless said)."""
 
     name: str
     space: Callable[[str], object | None]
+    clustering: Callable[[np.ndarray, float], list[int]] | None = None
 
 
 def sweep(
@@ -237,7 +287,7 @@ def sweep(
             progress(f"{method.name}: {language} {split} ({len(part)} questions)")
             vectors = space.fit([q.question for q in part])
             for t in thresholds:
-                labels = cluster(vectors, t)
+                labels = (method.clustering or cluster)(vectors, t)
                 results[method.name, language, split, t] = score_part(part, labels)
                 results["exact", method.name, language, split, t] = exact_problems(part, labels)
     return results
