@@ -27,7 +27,7 @@ from ragtrack.production.judging import Judging, judge_messages, reference_free_
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.monitor import Cost, estimate_tokens
 from ragtrack.production.signals import LOW_RETRIEVAL_SCORE, in_sample, judges_for, sample_point, signals
-from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY
+from ragtrack.production.similarity import COVERAGE_SIMILARITY
 from ragtrack.production.triage import Triage
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def triage_logs(
     until: str | None = None,
     judge: str = "offline",
     sample_rate: float = TRIAGE_SAMPLE_RATE,
-    similarity: float = CLUSTER_SIMILARITY,
+    similarity: float | None = None,
     coverage: float = COVERAGE_SIMILARITY,
     low_score: float = LOW_RETRIEVAL_SCORE,
     golden_path: str | None = None,
@@ -105,7 +105,8 @@ def triage_logs(
 
     Messages without a dislike are judged by groundedness and relevance at ``sample_rate`` (by a hash of
     each message, so the same ones every time); ``on_cost`` hears what that costs before the first call.
-    Clusters close to a golden item's question (``coverage``) are marked as covered by it.
+    Clusters close to a golden item's question (``coverage``) are marked as covered by it. Questions at
+    least ``similarity`` alike are one cluster (None: the question space's default threshold).
     """
     from ragtrack.golden import load_golden
     from ragtrack.production.similarity import QuestionSpace, question_embedder

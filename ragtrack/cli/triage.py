@@ -50,7 +50,7 @@ def on_stderr() -> dict:
 def triage_options(f):
     """The triage knobs: cluster and coverage similarity, the weak-retrieval score."""
     from ragtrack.production.signals import LOW_RETRIEVAL_SCORE
-    from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY
+    from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY, WORDING_SIMILARITY
 
     f = click.option(
         "--low-score",
@@ -69,9 +69,12 @@ def triage_options(f):
     return click.option(
         "--similarity",
         type=click.FloatRange(0, 1),
-        default=CLUSTER_SIMILARITY,
-        show_default=True,
-        help="Questions at least this similar are near-duplicates (one cluster).",
+        default=None,
+        help=(
+            "Questions at least this similar are near-duplicates (one cluster). "
+            f"[default: {CLUSTER_SIMILARITY} by meaning + wording, {WORDING_SIMILARITY} by wording alone, "
+            "when the language has no embedder]"
+        ),
     )(f)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.signals import Signals
-from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY, QuestionSpace, cluster
+from ragtrack.production.similarity import COVERAGE_SIMILARITY, QuestionSpace, cluster
 
 
 def normalise_question(question: str) -> str:
@@ -120,19 +120,20 @@ def triage(
     space: QuestionSpace,
     golden: list[tuple[str, str]],
     *,
-    similarity: float = CLUSTER_SIMILARITY,
+    similarity: float | None = None,
     coverage: float = COVERAGE_SIMILARITY,
 ) -> Triage:
     """Cluster ``messages`` (with the :class:`Signals` of each, by message ID) and rank the bad cases.
 
-    ``golden`` is ``(item ID, question)`` of the golden set, for coverage.
+    ``golden`` is ``(item ID, question)`` of the golden set, for coverage. ``similarity`` is the cluster
+    threshold; None: the space's own (:attr:`QuestionSpace.threshold`).
     """
     forms: dict[str, list[ProductionMessage]] = {}
     for m in messages:
         forms.setdefault(normalise_question(m.question), []).append(m)
     keys = list(forms)
     vectors = space.fit([forms[k][0].question for k in keys]) if keys else np.zeros((0, 1))
-    labels = cluster(vectors, similarity)
+    labels = cluster(vectors, space.threshold if similarity is None else similarity)
     golden_vectors = space.project([q for _, q in golden]) if golden and keys else None
     groups: dict[int, list[int]] = {}
     for row, label in enumerate(labels):
