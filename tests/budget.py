@@ -115,7 +115,7 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    if getattr(config, "workeroutput", None) is not None:
+    if getattr(config, "workeroutput", None) is not None or config.option.collectonly:
         return
     workers = config.stash.get(_WORKERS, [])
     own = resource.getrusage(resource.RUSAGE_SELF)

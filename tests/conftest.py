@@ -47,7 +47,10 @@ SLOW_FIXTURES = {"shipped", "shipped_v5", "shipped_passage_index", "spark"}
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        used = getattr(item, "_fixtureinfo", None)
+        used = used.name2fixturedefs if used else {}
+        # These fixtures as defined here: a test file's own fixture of the same name is another thing.
+        if any(used.get(name) and used[name][-1].func.__module__ == __name__ for name in SLOW_FIXTURES):
             item.add_marker(pytest.mark.slow)
     costliest_first(config, items)
 
@@ -89,10 +92,14 @@ def _builders_key() -> str:
     )
 
 
+def _shared_folder(corpus: Path) -> Path:
+    return TEST_CACHE / f"corpus-{corpus.name}-{_digest(corpus)}-{_builders_key()}"
+
+
 @contextmanager
-def shared_cache(project: Path, corpus: Path) -> Iterator[Path]:
+def shared_cache(project: Path, corpus: Path, publish: bool = True) -> Iterator[Path]:
     """``project``'s cache (``.ragtrack/cache``) seeded from the tests' cache of ``corpus``, and published
-    back there when the block succeeds; yields the shared folder.
+    back there when the block succeeds (unless not ``publish``); yields the shared folder.
 
     What one pytest-xdist worker or one run builds over a corpus (indexes, vectors, the offline models'
     replies), the other worker and the next run find instead of building it again. The block holds a file
@@ -104,16 +111,23 @@ def shared_cache(project: Path, corpus: Path) -> Iterator[Path]:
 
     from ragtrack.files import atomic_folder
 
-    shared = TEST_CACHE / f"corpus-{corpus.name}-{_digest(corpus)}-{_builders_key()}"
+    shared = _shared_folder(corpus)
     cache = project / ".ragtrack" / "cache"
     shared.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{shared}.lock"):
         if shared.is_dir():
             shutil.copytree(shared, cache, dirs_exist_ok=True)
         yield shared
-        if cache.is_dir():
+        if publish and cache.is_dir():
             with atomic_folder(shared) as tmp:
                 shutil.copytree(cache, tmp, dirs_exist_ok=True)
+
+
+def seed_cache(project: Path, corpus: Path) -> None:
+    """``project``'s cache seeded from the tests' cache of ``corpus`` (what this run's workers and the last
+    runs built over it), for a test whose work runs outside this process: the lock is not held meanwhile."""
+    with shared_cache(project, corpus, publish=False):
+        pass
 
 
 @pytest.fixture(scope="session")

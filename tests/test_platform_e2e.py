@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
+    """Over 60 s: README's Dify walkthrough as `ragtrack` processes in a shell (the test is about what they
+    print), the Dify app evaluated over HTTP on the whole shipped golden set."""
     project = tmp_path / "project"
     shutil.copytree(REPO / "pipelines", project / "pipelines")
     shutil.copytree(REPO / "golden", project / "golden")

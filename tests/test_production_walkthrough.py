@@ -28,6 +28,8 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "production-loop.md"
 
 @pytest.mark.slow
 def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, shipped_passage_index):
+    """Over 60 s: the walkthrough is a dozen `ragtrack` processes (each starts MLflow and torch), two evals
+    of the shipped set among them; the test is about what a user's shell prints, so they stay processes."""
     plan = traffic_plan("en")
     # The session's v1 eval of the shipped set already holds v1's index and LLM replies (the walkthrough
     # evaluates v1 on that set first, and again on the grown one), and the passage index propose searches.
