@@ -96,17 +96,31 @@ def _shared_folder(corpus: Path) -> Path:
     return TEST_CACHE / f"corpus-{corpus.name}-{_digest(corpus)}-{_builders_key()}"
 
 
+# What is shared: what a corpus's builds produce, a pure function of their content keys. Not the replies
+# of LLMs and agents ("llm", "agents"): tests count the calls their evals make, so a reply must never come
+# from another test or another run.
+SHARED_KINDS = ("index", "vectors", "passage-index", "local-models")
+
+
+def _copy_kinds(source: Path, target: Path) -> None:
+    from ragtrack.caches import cache_path
+
+    for kind in SHARED_KINDS:
+        if cache_path(source, kind).is_dir():
+            shutil.copytree(cache_path(source, kind), cache_path(target, kind), dirs_exist_ok=True)
+
+
 @contextmanager
 def shared_cache(project: Path, corpus: Path, publish: bool = True) -> Iterator[Path]:
-    """``project``'s cache (``.ragtrack/cache``) seeded from the tests' cache of ``corpus``, and published
-    back there when the block succeeds (unless not ``publish``); yields the shared folder.
+    """``project``'s cache (``.ragtrack/cache``) seeded with the tests' builds over ``corpus``, and what
+    the block builds added to them when it succeeds (unless not ``publish``); yields the shared folder.
 
-    What one pytest-xdist worker or one run builds over a corpus (indexes, vectors, the offline models'
-    replies), the other worker and the next run find instead of building it again. The block holds a file
-    lock: the first worker builds, the others wait and then copy; no two processes write one cache (its
-    vectors are SQLite). The folder is keyed by the corpus's files and the code and libraries that build
-    indexes (``_builders_key``); within it the product's own content keys decide what is reused, as in a
-    user's project. ``TEST_CACHE`` is safe to delete."""
+    What one pytest-xdist worker or one run builds over a corpus (``SHARED_KINDS``: indexes and vectors),
+    the other worker and the next run find instead of building it again. The block holds a file lock: the
+    first worker builds, the others wait and then copy; no two processes write one cache (its vectors are
+    SQLite). The folder is keyed by the corpus's files and the code and libraries that build indexes
+    (``_builders_key``); within it the product's own content keys decide what is reused, as in a user's
+    project. ``TEST_CACHE`` is safe to delete."""
     from filelock import FileLock
 
     from ragtrack.files import atomic_folder
@@ -116,16 +130,18 @@ def shared_cache(project: Path, corpus: Path, publish: bool = True) -> Iterator[
     shared.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{shared}.lock"):
         if shared.is_dir():
-            shutil.copytree(shared, cache, dirs_exist_ok=True)
+            _copy_kinds(shared, cache)
         yield shared
         if publish and cache.is_dir():
             with atomic_folder(shared) as tmp:
-                shutil.copytree(cache, tmp, dirs_exist_ok=True)
+                if shared.is_dir():
+                    shutil.copytree(shared, tmp, dirs_exist_ok=True)
+                _copy_kinds(cache, tmp)
 
 
 def seed_cache(project: Path, corpus: Path) -> None:
-    """``project``'s cache seeded from the tests' cache of ``corpus`` (what this run's workers and the last
-    runs built over it), for a test whose work runs outside this process: the lock is not held meanwhile."""
+    """``project``'s cache seeded with the tests' builds over ``corpus`` (this run's workers' and the
+    last runs'), for a test whose work runs outside this process: the lock is not held meanwhile."""
     with shared_cache(project, corpus, publish=False):
         pass
 
@@ -183,6 +199,26 @@ def shipped_passage_index(tmp_path_factory) -> Path:
     with shared_cache(root, REPO / "golden" / "kb"):
         search_passages("passage index", root=root)
     return root / ".ragtrack" / "cache" / "passage-index"
+
+
+@pytest.fixture(scope="session")
+def prefork(tmp_path_factory) -> Iterator[Path]:
+    """The socket of a pre-imported `ragtrack` (``ragtrack.testing.prefork``) for the tests of the docs'
+    walkthroughs, which check what each line prints: every line is still a process of its own, forked
+    from this one instead of importing MLflow, torch and ragtrack again (seconds of CPU per line)."""
+    from .readme import shell_env
+
+    folder = tmp_path_factory.mktemp("prefork")
+    socket_path = folder / "ragtrack.sock"
+    with open(folder / "server.log", "wb") as log:
+        command = [sys.executable, "-m", "ragtrack.testing.prefork", str(socket_path)]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=shell_env(), text=True)
+    if server.stdout.readline().strip() != "ready":
+        server.kill()
+        pytest.fail(f"the pre-imported ragtrack did not start: {(folder / 'server.log').read_text()[-2000:]}")
+    yield socket_path
+    server.terminate()
+    server.wait(timeout=60)
 
 
 @pytest.fixture
