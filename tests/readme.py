@@ -73,16 +73,30 @@ def stand_in(name: str) -> Iterator[tuple[object, int]]:
         yield server, urlsplit(server.base_url).port
 
 
-def run_shell(script: str, cwd: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def shell_env() -> dict[str, str]:
+    """The environment a docs shell block runs in (and the pre-imported ``ragtrack`` is started in): this
+    checkout first, no tracking URI inherited from the test's environment, and wide enough that no table
+    the docs show is wrapped."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(PATH=f"{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(ROOT), COLUMNS="160")
+    return env
+
+
+def run_shell(script: str, cwd: Path, tmp_path: Path, prefork: Path | None = None) -> subprocess.CompletedProcess:
     """A shell block of the docs in a fresh shell, `ragtrack` being this checkout's CLI however the
-    package was installed, and no tracking URI inherited from the test's environment."""
+    package was installed: ``python -m ragtrack.cli``, or with ``prefork`` (the socket of a
+    ``ragtrack.testing.prefork`` server) each line's own process forked from a pre-imported one."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    (bin_dir / "ragtrack").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ragtrack.cli "$@"\n')
+    if prefork:
+        client = ROOT / "ragtrack" / "testing" / "prefork.py"
+        command = f'exec "{sys.executable}" -I -S "{client}" --client "{prefork}" "$@"'
+    else:
+        command = f'exec "{sys.executable}" -m ragtrack.cli "$@"'
+    (bin_dir / "ragtrack").write_text(f"#!/bin/sh\n{command}\n")
     (bin_dir / "ragtrack").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    # Wide enough that no table the docs show is wrapped.
-    env.update(PATH=f"{bin_dir}:{Path(sys.executable).parent}:{env['PATH']}", PYTHONPATH=str(ROOT), COLUMNS="160")
+    env = shell_env()
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
     return subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True)
 
 

@@ -21,7 +21,7 @@ from ragtrack.llm.fake_server import FakeOpenAIServer
 from ragtrack.registry import UnknownNameError
 from ragtrack.tracking.store import Tag, open_store
 
-from .conftest import DATA, REPO, crash_after, make_project
+from .conftest import DATA, REPO, crash_after, make_project, shared_cache
 
 
 def timeless(record) -> dict:
@@ -86,21 +86,21 @@ def test_an_external_agent_answers_through_its_pyfunc_on_spark_as_it_does_here(s
     assert {c.mapping.split()[0] for r in local.records for c in r.contexts} == {"text"}  # mapped by text
 
 
-def test_spark_gives_the_local_engines_records_on_an_imported_benchmark(tmp_path, spark, request):
-    """HotpotQA-100 (normalized, CC BY-SA 4.0) imported; v1 on 12 of its multi-hop questions."""
+def test_spark_gives_the_local_engines_records_on_an_imported_benchmark(tmp_path, spark):
+    """HotpotQA-100 (normalized, CC BY-SA 4.0) imported; v1 on 12 of its multi-hop questions (the index that
+    test_normalized_import builds, from the tests' shared cache of the corpus)."""
     root = tmp_path / "project"
     shutil.copytree(REPO / "pipelines", root / "pipelines")
     command = ["golden", "import", str(DATA / "hotpotqa100"), "--out", str(root / "hotpotqa"), "--limit", "12"]
     assert CliRunner().invoke(main, command).exit_code == 0
-    pytest_cache = getattr(request.config, "cache", None)  # the index test_normalized_import builds, shared
-    cache = pytest_cache.mkdir("ragtrack-hotpotqa-index") if pytest_cache else tmp_path / "index-cache"
     (root / "ragtrack.toml").write_text(
-        f'[project]\ncorpus = "hotpotqa/corpus.jsonl"\ngolden = "hotpotqa/golden.jsonl"\ncache_dir = "{cache}"\n'
+        '[project]\ncorpus = "hotpotqa/corpus.jsonl"\ngolden = "hotpotqa/golden.jsonl"\n'
         '[spark]\nmaster = "local[2]"\n'  # the config's master, as a project would set it
     )
-    local = evaluate("v1", root=root)
-    assert local.metrics["all_hops_at_k"] >= 0 and local.metrics[m.key(m.ITEMS, "D")] > 0
-    assert_same_eval(root, local, evaluate("v1", root=root, engine="spark"))
+    with shared_cache(root, DATA / "hotpotqa100"):
+        local = evaluate("v1", root=root)
+        assert local.metrics["all_hops_at_k"] >= 0 and local.metrics[m.key(m.ITEMS, "D")] > 0
+        assert_same_eval(root, local, evaluate("v1", root=root, engine="spark"))
 
 
 def test_a_judge_endpoints_limit_is_shared_by_the_tasks_never_exceeded(shipped, tmp_path, spark, monkeypatch):

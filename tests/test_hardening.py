@@ -233,6 +233,7 @@ def wait_for_items(proc: subprocess.Popen, project, n: int):
     return checkpoints
 
 
+@pytest.mark.slow  # `ragtrack` processes signalled or run at once
 def test_sigterm_ends_the_run_killed_within_seconds_and_keeps_finished_items(project):
     proc = subprocess.Popen(
         [
@@ -295,6 +296,7 @@ ensure_version_model(store, load_spec("v1", root / "pipelines", root), str(root 
 """
 
 
+@pytest.mark.slow  # `ragtrack` processes signalled or run at once
 def test_evals_starting_together_on_a_new_store_set_it_up_and_register_their_version_once(project, tmp_path):
     """Both created and migrated the new SQLite file's tables at once: "duplicate column name",
     alembic errors, tracebacks with exit 1, and a file later commands could not open (4 of 4
@@ -360,6 +362,7 @@ def _resume_and_check(project, server: FakeOpenAIServer, monkeypatch) -> None:
     assert len(store.client.get_metric_history(report.run_id, "correctness")) == 1
 
 
+@pytest.mark.slow  # `ragtrack` processes signalled or run at once
 def test_sigkill_during_item_work_resumes_to_one_trace_per_item_and_the_whole_accounting(project, monkeypatch):
     # One call at a time: items finish about 0.8 s apart, so the kill lands with items both done and to do.
     with FakeOpenAIServer(latency_s=0.2, capacity=1) as server:
@@ -379,6 +382,7 @@ def test_sigkill_during_item_work_resumes_to_one_trace_per_item_and_the_whole_ac
         _resume_and_check(project, server, monkeypatch)
 
 
+@pytest.mark.slow  # `ragtrack` processes signalled or run at once
 def test_sigkill_during_final_logging_resumes_to_one_trace_per_item(project, monkeypatch):
     with FakeOpenAIServer() as server:
         proc = subprocess.run(
@@ -654,6 +658,7 @@ run()
 """
 
 
+@pytest.mark.slow  # a `ragtrack` process signalled
 @pytest.mark.parametrize("script", [SIGNAL_AT_EXIT, SIGNAL_IN_FINALIZER], ids=["atexit", "finalizer"])
 def test_sigterm_outside_the_commands_own_code_is_the_one_line_interrupted(project, script):
     proc = subprocess.run(

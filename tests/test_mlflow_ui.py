@@ -38,7 +38,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts"
 GAP = "\u00a0" * 3  # description tables space their cells with no-break spaces
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium driving `mlflow ui` in its own process
 
 if not Path(CHROMIUM).exists() and not os.environ.get("CI"):
     pytest.skip("Debian's chromium is not installed (.ci/run installs it)", allow_module_level=True)

@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
-def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
+def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch, prefork):
+    """Over 60 s: README's Dify walkthrough as `ragtrack` processes in a shell (the test is about what they
+    print), the Dify app evaluated over HTTP on the whole shipped golden set."""
     project = tmp_path / "project"
     shutil.copytree(REPO / "pipelines", project / "pipelines")
     shutil.copytree(REPO / "golden", project / "golden")
@@ -35,7 +37,7 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
         example = project / "pipelines" / "examples" / "dify-app.toml"
         example.write_text(example.read_text().replace("127.0.0.1:8080", f"127.0.0.1:{port}"))
         script = walkthrough("dify").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-        done = run_shell(script, project, tmp_path)
+        done = run_shell(script, project, tmp_path, prefork)
         out = done.stdout + done.stderr
         assert "error:" not in out and "Traceback" not in out, out
         assert "ok 8 items, 671 passages in 35 documents" in out and "v1 promoted" in out, out
@@ -83,7 +85,7 @@ def test_the_readme_dify_walkthrough_runs_as_written(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
+def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch, prefork):
     """The bot's slices carry no IDs: each maps by its text to passages of the document it came from,
     and every item's retrieval metrics are the hand computation from those passages."""
     from ragtrack.testing.coze_server import CozeServer
@@ -97,7 +99,7 @@ def test_the_readme_coze_walkthrough_runs_as_written(tmp_path, monkeypatch):
         text = example.read_text()
         assert f'bot_id = "{server.bot_id}"' in text  # the example names the stand-in's bot
         example.write_text(text.replace("127.0.0.1:8888", f"127.0.0.1:{port}"))
-        done = run_shell(walkthrough("coze"), project, tmp_path)
+        done = run_shell(walkthrough("coze"), project, tmp_path, prefork)
         out = done.stdout + done.stderr
         assert done.returncode == 0 and "Traceback" not in out, out
         assert "coze-bot" in out.rsplit("versions", 1)[-1], out  # `ragtrack versions` lists it

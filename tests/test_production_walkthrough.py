@@ -27,7 +27,9 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "production-loop.md"
 
 
 @pytest.mark.slow
-def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, shipped_passage_index):
+def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, shipped_passage_index, prefork):
+    """Over 60 s: the walkthrough is a dozen `ragtrack` processes (each starts MLflow and torch), two evals
+    of the shipped set among them; the test is about what a user's shell prints, so they stay processes."""
     plan = traffic_plan("en")
     # The session's v1 eval of the shipped set already holds v1's index and LLM replies (the walkthrough
     # evaluates v1 on that set first, and again on the grown one), and the passage index propose searches.
@@ -36,7 +38,7 @@ def test_the_production_loop_walkthrough_runs_as_written(tmp_path, shipped, ship
     with stand_in("production server") as (server, port):
         assert isinstance(server, DifyServer) and server.apps  # serving the plan's traffic
         script = walkthrough("production").replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-        done = run_shell(script, project, tmp_path)
+        done = run_shell(script, project, tmp_path, prefork)
     out = done.stdout + done.stderr
     assert "Traceback" not in out, out
 

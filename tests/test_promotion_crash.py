@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from ragtrack.cli import main
@@ -26,6 +27,8 @@ from ragtrack.tracking.promotion import STEPS
 from ragtrack.tracking.store import DecisionState, Tag, open_store
 
 from .test_promotion import BASE, log_eval, promote
+
+pytestmark = pytest.mark.slow  # `ragtrack promote` processes killed at every step
 
 BANNER = "A promotion is being recorded"
 PROMOTION_RUNS = f"tags.`{Tag.KIND}` = 'promotion' and tags.`{Tag.DRY_RUN}` = 'false'"

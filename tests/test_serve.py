@@ -20,6 +20,8 @@ from ragtrack.tracking.store import open_store
 
 from .conftest import REPO, free_port, server_process
 
+pytestmark = pytest.mark.slow  # `ragtrack serve` started as a server process
+
 
 @contextmanager
 def serving(root, *args: str) -> Iterator[str]:

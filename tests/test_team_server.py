@@ -18,6 +18,9 @@ import pytest
 
 from .conftest import make_project, mlflow_process
 
+# A PostgreSQL database, an `mlflow server` and four `ragtrack eval` processes at once.
+pytestmark = pytest.mark.slow
+
 SERVER = os.environ.get("RAGTRACK_TEST_POSTGRES")
 if not SERVER:
     pytest.skip("RAGTRACK_TEST_POSTGRES is not set (.ci/run sets it)", allow_module_level=True)
