@@ -28,17 +28,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtrack.pipeline.models import default_embedding, embedding_languages, locate, resolve_model
+from ragtrack.production.thresholds import CLUSTER_SIMILARITY
 
 if TYPE_CHECKING:
     from ragtrack.pipeline.embedding import Embedder
 
 MEANING_WEIGHT = 0.5
-#: Questions this similar (cosine in the joint space) are near-duplicates: on the shipped traffic every
-#: problem is one cluster from 0.32 to 0.36 (Chinese) and 0.32 to 0.58 (English), and wording alone
-#: separates the English ones from 0.30 to 0.45.
-CLUSTER_SIMILARITY = 0.35
-#: A cluster whose questions are on average this similar to a golden item's question is covered by it.
-COVERAGE_SIMILARITY = 0.6
 
 
 def question_embedder(language: str) -> Embedder | None:
