@@ -27,12 +27,15 @@ from ragtrack.registry import Registry
 @dataclass(frozen=True)
 class CacheKind:
     """One cache under the cache folder: ``folder`` holds its entries, each a subfolder
-    (``pattern`` None) or a file matching ``pattern`` (deleted with its SQLite siblings)."""
+    (``pattern`` None) or a file matching ``pattern`` (deleted with its SQLite siblings). A kind
+    whose entries do not depend on the project may live elsewhere: the folder named by the
+    environment variable ``env``, when set (one folder for every project and run of a machine)."""
 
     name: str
     folder: str
     description: str
     pattern: str | None = None
+    env: str | None = None
 
 
 CACHE_KINDS: Registry[CacheKind] = Registry(
@@ -41,7 +44,13 @@ CACHE_KINDS: Registry[CacheKind] = Registry(
         kind.name: kind
         for kind in [
             CacheKind("index", "index", "retrieval indexes of pipeline versions (units, FAISS, sentence vectors)"),
-            CacheKind("vectors", "vectors", "query-time vectors, one SQLite file per embedder", "*.sqlite"),
+            CacheKind(
+                "vectors",
+                "vectors",
+                "text vectors, one SQLite file per embedding model (content-addressed)",
+                "*.sqlite",
+                env="RAGTRACK_VECTOR_CACHE",
+            ),
             CacheKind("llm", "llm", "LLM replies: judges and the agent's LLM steps", "*/*.json"),
             CacheKind("agents", "agents", "replies of external agents (Dify, RAGFlow, HTTP, Python)", "*/*.json"),
             CacheKind("passage-index", "passage-index", "indexes of `ragtrack corpus search`"),
@@ -52,8 +61,12 @@ CACHE_KINDS: Registry[CacheKind] = Registry(
 
 
 def cache_path(cache_dir: Path, kind: str) -> Path:
-    """The folder of cache ``kind`` (a registered name) under ``cache_dir``."""
-    return cache_dir / CACHE_KINDS.get(kind).folder
+    """The folder of cache ``kind`` (a registered name): the one its environment variable names, when
+    set, else its folder under ``cache_dir``."""
+    found = CACHE_KINDS.get(kind)
+    if found.env and os.environ.get(found.env):
+        return Path(os.environ[found.env]).expanduser()
+    return cache_dir / found.folder
 
 
 def mark_used(path: Path) -> None:
@@ -91,7 +104,7 @@ def entries(cache_dir: Path, kinds: Iterable[str] | None = None) -> list[Entry]:
     found = []
     for name in kinds if kinds is not None else CACHE_KINDS.names():
         kind = CACHE_KINDS.get(name)
-        folder = cache_dir / kind.folder
+        folder = cache_path(cache_dir, name)
         paths = sorted(folder.glob(kind.pattern)) if kind.pattern else sorted(p for p in folder.glob("*") if p.is_dir())
         for path in paths:
             if path.name.startswith("."):  # an atomic write in progress (files.atomic_folder / atomic_write_*)

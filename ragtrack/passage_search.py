@@ -31,6 +31,7 @@ from ragtrack.pipeline.embedding import Embedder
 from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ENGLISH_EMBEDDING, embedding_languages, resolve_model
 from ragtrack.pipeline.spec import RETRIEVAL_MODES
+from ragtrack.pipeline.vector_cache import VectorCache, vector_file
 from ragtrack.text import overlap_units, split_sentences
 
 LAYOUT = "passages-v1"  # bump when what a unit holds changes
@@ -101,6 +102,8 @@ class PassageSearch:
         if search_class.needs_dense:
             model = resolve_model(embedding, None, "embedding")
             embedder = embedder or Embedder(model, on_stage=on_stage)
+            if embedder.cache is None:  # passages a pipeline's index already encoded are not encoded again
+                embedder.cache = VectorCache(vector_file(cache_dir, model))
             folder = cache_path(cache_dir, "passage-index") / cache_key(corpus.digest, model.used, LAYOUT)
             cached = load_index(folder, embedder, need_dense=True)
             if cached is not None:

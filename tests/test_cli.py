@@ -317,7 +317,7 @@ def test_user_errors_are_one_line_without_traceback(project):
 def test_versions_table_keeps_its_markers_at_80_columns():
     from rich.console import Console
 
-    from ragtrack.api.decisions import VersionRow
+    from ragtrack.api.listing import VersionRow
     from ragtrack.records import RunSummary
     from ragtrack.report import versions_table
 

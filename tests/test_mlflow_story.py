@@ -332,3 +332,23 @@ def test_an_eval_run_logged_before_the_metric_prefixes_reads_back_under_todays_n
         "counts/items/type_A": 4.0,
     }
     assert partial_means(run) == ["correctness"]
+
+
+def test_the_per_type_chart_is_drawn_in_one_pass_at_its_size(tmp_path, monkeypatch):
+    """``tight_layout`` drew the whole figure once to fit it and ``savefig`` drew it again. A wrapper
+    that counts the figure's drawing passes (and draws) shows one."""
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from ragtrack.records import RunSummary
+    from ragtrack.tracking.compare import per_type_plot
+
+    draws = []
+    draw = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (draws.append(1), draw(self, renderer))[1])
+    names = ("norm/correctness", "norm/groundedness", "context_recall", "mrr")
+    scores = {m.key(n, s): 0.5 for n in names for s in [m.ALL, *m.TYPES]} | {m.key(m.ITEMS, t): 4.0 for t in m.TYPES}
+    runs = [RunSummary(f"r{v}", v, "g", "j", "0.5", False, "1", scores) for v in ("v1", "v5")]
+    per_type_plot(runs, tmp_path / "per_type.png")
+    assert len(draws) == 1
+    assert Image.open(tmp_path / "per_type.png").size == (4 * len(names) * 110, round(3.4 * 110))

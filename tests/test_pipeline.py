@@ -2,6 +2,7 @@
 
 import gc
 import json
+import shutil
 
 from ragtrack.pipeline.chunking import fixed_chunks, parent_child_chunks, parent_groups
 from ragtrack.pipeline.index import BM25Index, DenseIndex
@@ -104,14 +105,17 @@ def test_the_lexical_embedder_scores_word_overlap_and_has_nothing_to_forget():
     assert (lexical.encode(["sampler steps default"])[0] == q).all()
 
 
-def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, tiny_corpus):
+def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, tiny_corpus, monkeypatch):
     """A second run (a new process: its own embedder, its own memory) reads the question's, rewrites'
     and outline points' vectors back instead of encoding them, and answers exactly as the first —
-    without ever loading the embedding model."""
+    without ever loading the embedding model. Within one process the model is loaded once."""
     from ragtrack.agent import AgentContext
     from ragtrack.config import load_config
+    from ragtrack.pipeline import embedding
     from ragtrack.pipeline.agent import PipelineAgent
 
+    monkeypatch.delenv("RAGTRACK_VECTOR_CACHE", raising=False)  # the project's own cache folder
+    monkeypatch.setattr(embedding, "_LOADED", {})  # as a new process: no model loaded yet
     stages: list[str] = []
 
     def run(question: str = "What is the default cfg value?"):
@@ -133,11 +137,12 @@ def test_query_vectors_are_kept_for_the_next_run_and_change_no_answer(project, t
     again, encoded_again, embedder_again = run()
     assert encoded_again == 0 and not embedder_again.loaded and stages == []
     assert (again.answer, again.passage_ids) == (first.answer, first.passage_ids)
-    _, encoded_new, _ = run("How many sampler steps are used by default?")  # new: the model loads, and says so
-    assert encoded_new >= 3 and [s for s in stages if s.startswith("loading")] == said
+    _, encoded_new, embedder_new = run("How many sampler steps are used by default?")
+    assert encoded_new >= 3 and embedder_new.loaded, "new texts: the model is needed"
+    assert len(stages) == 1 and embedder_new._model is embedder._model, "and this process has it loaded already"
 
 
-def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_corpus, caplog):
+def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_corpus, caplog, monkeypatch):
     from ragtrack.agent import AgentContext
     from ragtrack.config import load_config
     from ragtrack.pipeline.agent import PipelineAgent
@@ -145,6 +150,7 @@ def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_co
     def agent():
         return PipelineAgent(load_spec("v1", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
 
+    monkeypatch.delenv("RAGTRACK_VECTOR_CACHE", raising=False)  # damage this project's file, no other
     first = agent()
     expected = first.answer("What is the default cfg value?")
     path = first.embedder.cache.path
@@ -156,25 +162,101 @@ def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_co
     out = second.answer("What is the default cfg value?")
     assert second.embedder.texts_embedded == 1  # encoded again, not read back
     assert out.answer == expected.answer
-    assert "query vector cache" in caplog.text and "encoding without it" in caplog.text
+    assert "vector cache" in caplog.text and "encoding without it" in caplog.text
 
 
-def test_the_query_vector_cache_is_shared_by_its_readers_and_keeps_the_first_vector(tmp_path):
+def test_the_vector_cache_is_shared_by_its_readers_and_keeps_the_first_vector(tmp_path):
     import numpy as np
 
-    from ragtrack.pipeline.query_vectors import QueryVectorCache
+    from ragtrack.pipeline.vector_cache import VectorCache
 
     path = tmp_path / "vectors" / "model.sqlite"
-    one, two = QueryVectorCache(path, 3), QueryVectorCache(path, 3)  # as two processes would open it
+    one, two = VectorCache(path), VectorCache(path)  # as two processes would open it
     one.put(["a", "b"], np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
     two.put(["b"], np.array([[0, 0, 1]], dtype=np.float32))  # already kept: the first stays
     got = two.get(["a", "b", "c"])
     assert set(got) == {"a", "b"}
     assert got["a"].tolist() == [1, 0, 0] and got["b"].tolist() == [0, 1, 0]
-    assert QueryVectorCache(path, 4).get(["a"]) == {}  # another width: another model's rows
     many = [f"t{i}" for i in range(1200)]  # more texts than one SELECT binds
     one.put(many, np.ones((1200, 3), dtype=np.float32))
     assert len(two.get(many)) == 1200
+    three = VectorCache(path)
+    three.put(["d"], np.ones((1, 4), dtype=np.float32))  # another width: not this file's model
+    assert three.get(["a", "d"]) == {} and VectorCache(path).get(["d"]) == {}
+
+
+def test_the_vector_cache_is_bounded_and_drops_the_least_recently_used_first(tmp_path, monkeypatch):
+    """A fake clock: which vector was used when is what eviction orders by."""
+    import numpy as np
+
+    from ragtrack.pipeline import vector_cache
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(vector_cache.time, "time", lambda: now[0])
+    row = 4 * 8 + 48  # the size the cache counts per vector of 8 floats
+    cache = vector_cache.VectorCache(tmp_path / "m.sqlite", max_bytes=10 * row)
+    old, middle, new = ([f"{name}{i}" for i in range(4)] for name in ("old", "middle", "new"))
+    cache.put(old, np.ones((4, 8), dtype=np.float32))
+    now[0] += 10
+    cache.put(middle, np.ones((4, 8), dtype=np.float32))
+    now[0] += vector_cache.MARK_EVERY_S + 1
+    assert len(cache.get(old)) == 4  # read again: now the most recently used
+    cache.put(new, np.ones((4, 8), dtype=np.float32))  # 12 vectors > 10: down to 9
+    kept = cache.get(old + middle + new)
+    assert len(kept) == 9 and set(old + new) <= set(kept)
+
+
+def test_the_model_identity_is_its_bytes_and_is_remembered(tmp_path):
+    from ragtrack.pipeline.vector_cache import _identity, model_identity
+
+    model = tmp_path / "model"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "config.json").write_text('{"dim": 3}')
+    (model / "1_Pooling" / "config.json").write_text("{}")
+    memo = tmp_path / "memo"
+    first = model_identity("m", str(model), memo)
+    [remembered] = memo.iterdir()
+    assert remembered.read_text() == first
+    copy = tmp_path / "copy"
+    shutil.copytree(model, copy)
+    assert model_identity("m", str(copy), memo) == first, "the same bytes elsewhere: the same vectors"
+    assert model_identity("other", str(model), memo) != first
+    (copy / "1_Pooling" / "config.json").write_text("{} ")
+    assert model_identity("m", str(copy), memo) != first
+    assert len(list(memo.iterdir())) == 4  # each remembered, under its files' names, sizes and times
+    _identity.cache_clear()
+    remembered.write_text("not a hash")
+    assert model_identity("m", str(model), memo) == first and remembered.read_text() == first  # hashed again
+
+
+def test_a_build_after_another_chunking_encodes_only_the_texts_it_did_not(project, tiny_corpus, monkeypatch):
+    """v3 built after v1 (each as a new process would: its own embedder) encodes only what v1 did
+    not; the texts each needs are counted from their indexes, independently of the cache."""
+    from ragtrack.agent import AgentContext
+    from ragtrack.caches import cache_path
+    from ragtrack.config import load_config
+    from ragtrack.pipeline.agent import PipelineAgent, _query_time_texts
+    from ragtrack.pipeline.chunking import Units
+
+    shared = project.parent / "shared-vectors"
+    monkeypatch.setenv("RAGTRACK_VECTOR_CACHE", str(shared))
+
+    def build(version):
+        ctx = AgentContext(tiny_corpus, load_config(project))
+        agent = PipelineAgent(load_spec(version, project / "pipelines"), ctx)
+        units = Units(list(agent.chunks.values()), agent.parents)
+        texts = [c.text for c in units.chunks] if agent.mode.needs_dense else []
+        return agent, set(texts) | set(_query_time_texts(units))
+
+    v1, v1_texts = build("v1")
+    assert v1.embedder.cache.path.parent == shared == cache_path(project / ".ragtrack" / "cache", "vectors")
+    assert v1.embedder.texts_embedded == len(v1_texts)
+    v3, v3_texts = build("v3")
+    assert v3.index_stats.from_cache is False and 0 < len(v3_texts - v1_texts) < len(v3_texts)
+    assert v3.embedder.texts_embedded == len(v3_texts - v1_texts)
+    from ragtrack.api import cache_entries
+
+    assert [e.path for e in cache_entries(root=project, kinds=["vectors"])] == [v1.embedder.cache.path]
 
 
 def test_offline_answers_to_chinese_questions_read_as_chinese():

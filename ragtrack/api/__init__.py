@@ -5,8 +5,8 @@
     print(report.metrics["correctness"], report.run_id)
 
 One module per job: :mod:`~ragtrack.api.evaluation` (evaluate a version),
-:mod:`~ragtrack.api.decisions` (compare, promote, versions, and a run's
-Markdown for CI),
+:mod:`~ragtrack.api.decisions` (compare, promote, and a run's
+Markdown for CI), :mod:`~ragtrack.api.listing` (the registered versions),
 :mod:`~ragtrack.api.judging` (calibrate a judge, align it to human labels), :mod:`~ragtrack.api.golden`
 (golden set tools), :mod:`~ragtrack.api.corpus` (finding passages),
 :mod:`~ragtrack.api.platforms` (import a Dify or RAGFlow knowledge base),
@@ -40,13 +40,11 @@ _HOMES = {
         "Decision",
         "MetricRow",
         "RunSummary",
-        "VersionRow",
-        "champion_notes",
         "compare",
         "promote",
         "run_markdown",
-        "versions",
     ],
+    "listing": ["VersionRow", "champion_notes", "versions"],
     "judging": ["AlignmentReport", "CalibrationReport", "align", "calibrate"],
     "golden": [
         "AnswerReport",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ragtrack.api.evaluation import checked_arguments, load_human_labels, load_inputs, with_llm
+from ragtrack.api.arguments import checked_arguments
+from ragtrack.api.evaluation import load_human_labels, load_inputs, with_llm
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation import metrics as m
@@ -29,7 +30,7 @@ from ragtrack.tracking.compare import log_comparison
 from ragtrack.tracking.promotion import promote as promote_in_store
 from ragtrack.tracking.promotion import unfinished
 from ragtrack.tracking.source import source_tags
-from ragtrack.tracking.store import Store, Tag, open_store
+from ragtrack.tracking.store import Store, open_store
 
 
 @dataclass
@@ -267,55 +268,3 @@ def _checked_out(store: Store, version: str, spec: Path, config: ProjectConfig, 
             + ("" if llm else " (an eval run with --llm is judged with the same --llm)")
         )
     return str(found[0].version)
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """A registered version as ``ragtrack versions`` lists it: its newest model version and spec hash,
-    whether it is the champion, and that model version's latest complete eval per golden set (newest
-    first). A champion whose spec was edited since has a row of its own beside its name's newest."""
-
-    version: str
-    model_version: str
-    spec_hash: str
-    champion: bool
-    last_evals: list[RunSummary]  # newest per golden digest
-
-
-@checked_arguments
-def champion_notes(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[str]:
-    """What to know before trusting the registry's champion, a sentence each: a promotion not fully
-    recorded (under way, or interrupted: the next ``promote`` finishes it), or a champion no recorded
-    decision made. Empty when the champion is as ``promote`` left it."""
-    return unfinished(open_store(load_config(root), tracking_uri, existing=True, writing=False))
-
-
-@checked_arguments
-def versions(*, root: str | Path = ".", tracking_uri: str | None = None) -> list[VersionRow]:
-    """Every registered version (newest model version each, and the champion's), its last eval per golden digest."""
-    config = load_config(root)
-    store = open_store(config, tracking_uri, existing=True, writing=False)
-    champion = store.champion()
-    shown: dict[str, object] = {}  # model version → registry entry
-    for mv in store.model_versions():  # newest first
-        name = mv.tags.get(Tag.VERSION, "?")
-        newest = all(m.tags.get(Tag.VERSION, "?") != name for m in shown.values())
-        if newest or (champion and champion[0] == str(mv.version)):
-            shown[str(mv.version)] = mv
-    evals = store.eval_runs()
-    rows = []
-    for number, mv in sorted(shown.items(), key=lambda e: (version_order(e[1].tags.get(Tag.VERSION, "?")), -int(e[0]))):
-        per_digest: dict[str, RunSummary] = {}
-        for run in evals:
-            if run.model_version == number:
-                per_digest.setdefault(run.golden_digest, run)
-        rows.append(
-            VersionRow(
-                mv.tags.get(Tag.VERSION, "?"),
-                number,
-                mv.tags.get(Tag.SPEC_HASH, ""),
-                bool(champion and champion[0] == number),
-                list(per_digest.values()),
-            )
-        )
-    return rows

@@ -14,9 +14,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ConfigDict, validate_call
-
 from ragtrack.agent import Agent, AgentContext, build_agent
+from ragtrack.api.arguments import checked_arguments
 from ragtrack.config import ProjectConfig, load_config
 from ragtrack.corpus import Corpus
 from ragtrack.engines import ENGINES, Engine, JudgeSource, VersionSource, Work, make_engine
@@ -198,11 +197,6 @@ class EvalOptions:
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
         ):
             raise RagtrackError(f"limit must be a whole number of items, 1 or more (got {self.limit!r})")
-
-
-#: The public API checks its arguments' types on entry: a misplaced argument (``evaluate(1)``) is named
-#: instead of failing deep inside, and nothing is coerced (``limit="5"`` or ``True`` is a mistake).
-checked_arguments = validate_call(config=ConfigDict(strict=True))
 
 
 def with_llm(spec: LoadedSpec, llm: str | None) -> LoadedSpec:

@@ -26,8 +26,8 @@ from ragtrack.llm import LLM
 from ragtrack.production.judging import Judging, judge_messages, reference_free_panel
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.monitor import Cost, estimate_tokens
-from ragtrack.production.signals import LOW_RETRIEVAL_SCORE, in_sample, judges_for, sample_point, signals
-from ragtrack.production.similarity import COVERAGE_SIMILARITY
+from ragtrack.production.signals import in_sample, judges_for, sample_point, signals
+from ragtrack.production.thresholds import COVERAGE_SIMILARITY, LOW_RETRIEVAL_SCORE
 from ragtrack.production.triage import Triage
 
 if TYPE_CHECKING:

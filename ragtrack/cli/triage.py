@@ -49,8 +49,12 @@ def on_stderr() -> dict:
 
 def triage_options(f):
     """The triage knobs: cluster and coverage similarity, the weak-retrieval score."""
-    from ragtrack.production.signals import LOW_RETRIEVAL_SCORE
-    from ragtrack.production.similarity import CLUSTER_SIMILARITY, COVERAGE_SIMILARITY, WORDING_SIMILARITY
+    from ragtrack.production.thresholds import (
+        CLUSTER_SIMILARITY,
+        COVERAGE_SIMILARITY,
+        LOW_RETRIEVAL_SCORE,
+        WORDING_SIMILARITY,
+    )
 
     f = click.option(
         "--low-score",

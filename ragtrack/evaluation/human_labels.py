@@ -21,9 +21,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from statistics import NormalDist
 
 from pydantic import Field
-from scipy.stats import norm
 
 from ragtrack.errors import InputError, Problem
 from ragtrack.evaluation.calibration import CalibrationCase, read_cases
@@ -201,7 +201,7 @@ def _normal_interval(values: list[float], confidence: float) -> tuple[float, flo
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, mean
-    half = float(norm.ppf(1 - (1 - confidence) / 2)) * statistics.stdev(values) / math.sqrt(len(values))
+    half = NormalDist().inv_cdf(1 - (1 - confidence) / 2) * statistics.stdev(values) / math.sqrt(len(values))
     return mean - half, mean + half
 
 

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from scipy.stats import norm
+from statistics import NormalDist
 
 ALPHA, POWER = 0.05, 0.80
 
 
 def multiplier(alpha: float = ALPHA, power: float = POWER) -> float:
     """z_{1−α/2} + z_{power}: how many standard errors the MDE is (2.80 at the defaults)."""
-    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from scipy.stats import norm
+from statistics import NormalDist
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def ppi_mean(
         raise ValueError("one human label per labelled judge verdict")
     if not y:
         raise ValueError("prediction-powered inference needs at least one labelled item")
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
     rectifier = [a - b for a, b in zip(fl, y, strict=True)]
     judge_all = _mean(f + fl)
     if not f:  # everything labelled: the human mean itself

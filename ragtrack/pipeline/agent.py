@@ -29,12 +29,12 @@ from ragtrack.pipeline.generate import answer_sentences
 from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
 from ragtrack.pipeline.qa_pairs import OFFLINE_PAIRS
-from ragtrack.pipeline.query_vectors import QueryVectorCache
 from ragtrack.pipeline.rerank import Reranker, rerank
 from ragtrack.pipeline.retrieve import Search
 from ragtrack.pipeline.rewrite import REWRITE_SCHEMA, RewriteStep, resolve_follow_up, with_history
 from ragtrack.pipeline.spec import CHUNKING, GENERATORS, RERANKERS, RETRIEVAL_MODES, VersionSpec
 from ragtrack.pipeline.topics import TOPICS_SCHEMA, TopicsStep
+from ragtrack.pipeline.vector_cache import VectorCache, vector_file
 from ragtrack.registry import load_object
 from ragtrack.spec import LoadedSpec
 from ragtrack.text import document_frequencies, keywords
@@ -96,11 +96,10 @@ class PipelineAgent:
                 ]
             )
         self.setup = Setup()
+        if ctx.embedder is None and self.embedder.remembers:  # before the index: a build encodes only new texts
+            self.embedder.cache = VectorCache(vector_file(ctx.cache_dir, self.embedding_model))
 
         units, self.index_stats, self.dense = self._load_or_build_index(ctx)
-        if ctx.embedder is None and self.embedder.remembers:  # attached after the index: its texts are stored there
-            vectors = cache_path(ctx.cache_dir, "vectors") / f"{cache_key(self.embedding_model.used)}.sqlite"
-            self.embedder.cache = QueryVectorCache(vectors, self.embedder.dimension)
         self.chunks = {c.id: c for c in units.chunks}
         self.parents = units.parents
         self.setup.warnings = self._warnings(ctx.corpus.language)

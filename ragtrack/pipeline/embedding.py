@@ -6,7 +6,10 @@ transformers or FlagModel loader would have to be told by hand.
 
 The model is loaded on the first text that must be encoded, not before:
 importing sentence-transformers (torch, transformers) takes seconds, and an
-eval whose index and query vectors are all cached encodes nothing.
+eval whose index and query vectors are all cached encodes nothing. Once loaded,
+it stays loaded for the process (:func:`shared_model`, keyed by model folder
+and device): every agent of a version, and every ``evaluate()`` of a session or
+a notebook, encodes with the one copy instead of reading the weights again.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,13 +25,41 @@ from langchain_core.embeddings import Embeddings
 
 from ragtrack.heartbeat import heartbeat
 from ragtrack.pipeline.models import ResolvedModel
-from ragtrack.pipeline.query_vectors import QueryVectorCache
+from ragtrack.pipeline.vector_cache import VectorCache
 
 # A large encode reports progress every this many batches (8 × 32 texts: a few seconds on 2 cores).
 PROGRESS_BATCHES = 8
 
+DEVICE = "cpu"  # ragtrack's runs are reproducible on any machine: no GPU-dependent vectors
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded sentence-transformers model and the lock every user of it encodes under: the fast
+    tokenizers it calls are not safe to share between threads ("Already borrowed")."""
+
+    model: SentenceTransformer
+    lock: threading.Lock
+
+
+_LOADED: dict[tuple[str, str], LoadedModel] = {}
+_LOADING = threading.Lock()
+
+
+def shared_model(path: str, device: str = DEVICE) -> LoadedModel:
+    """The process's one loaded copy of the model in folder ``path`` on ``device``. Weights on disk
+    are read-only to ragtrack, so a copy loaded once stays right for the life of the process."""
+    key = (path, device)
+    with _LOADING:
+        if key not in _LOADED:
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(path, device=device, local_files_only=True)
+            _LOADED[key] = LoadedModel(model, threading.Lock())
+        return _LOADED[key]
 
 
 class Embedder(Embeddings):
@@ -47,7 +79,7 @@ class Embedder(Embeddings):
         self.model_info = model
         self._on_stage = on_stage
         self.batch_size = batch_size
-        self._model: SentenceTransformer | None = None  # see _loaded()
+        self._model: LoadedModel | None = None  # see _loaded()
         self._width: int | None = None  # of the vectors it was told (know()), while the model is not loaded
         self._lock = threading.RLock()
         # Each text is encoded once: vectors known from the index (sentences, topics) plus the most
@@ -55,7 +87,7 @@ class Embedder(Embeddings):
         self._known: dict[str, np.ndarray] = {}
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._remember = remember
-        self.cache: QueryVectorCache | None = None  # query-time vectors kept between runs, once attached
+        self.cache: VectorCache | None = None  # vectors kept between runs, once attached
         self.texts_embedded = 0  # tests assert a cached index embeds nothing
         self.encode_calls = 0
 
@@ -63,7 +95,7 @@ class Embedder(Embeddings):
     def dimension(self) -> int:
         if self._model is None and self._width is not None:
             return self._width
-        model = self._loaded()
+        model = self._loaded().model
         # Newer sentence-transformers renamed the method (the old name warns); older ones know only that.
         named = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(named())
@@ -73,18 +105,19 @@ class Embedder(Embeddings):
         """Whether the model was needed so far (tests assert a fully cached eval never loads it)."""
         return self._model is not None
 
-    def _loaded(self) -> SentenceTransformer:
+    def _loaded(self) -> LoadedModel:
         with self._lock:
             if self._model is None:
-                if self._on_stage is not None:
+                loading = (self.model_info.path, DEVICE) not in _LOADED
+                if self._on_stage is not None and loading:
                     self._on_stage(
                         f"loading the embedding model {self.model_info.used} (once per process; seconds, or minutes "
                         "on a busy machine)"
                     )
-                with heartbeat(self._on_stage, f"loading the embedding model {self.model_info.used}"):
-                    from sentence_transformers import SentenceTransformer
-
-                    self._model = SentenceTransformer(self.model_info.path, device="cpu", local_files_only=True)
+                with heartbeat(
+                    self._on_stage if loading else None, f"loading the embedding model {self.model_info.used}"
+                ):
+                    self._model = shared_model(self.model_info.path)
             return self._model
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -125,7 +158,10 @@ class Embedder(Embeddings):
             slices = [texts[start : start + step] for start in range(0, len(texts), step)]
         parts, done = [], 0
         for part in slices:
-            vectors = model.encode(part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+            with model.lock:
+                vectors = model.model.encode(
+                    part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+                )
             parts.append(np.asarray(vectors, dtype=np.float32))
             done += len(part)
             if len(slices) > 1:

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 from ragtrack.evaluation.judges import JudgeInput
 from ragtrack.production.messages import ProductionMessage
+from ragtrack.production.thresholds import LOW_RETRIEVAL_SCORE
 from ragtrack.text import is_refusal
 
 #: The judges that need no GT answer: what production traffic can be scored with.
 REFERENCE_FREE = ("groundedness", "relevance")
-#: A message whose best context scored below this retrieved weakly (platform scores are 0–1 relevance).
-LOW_RETRIEVAL_SCORE = 0.3
 #: A judge score at or below this (1–5) counts as a bad answer.
 BAD_SCORE = 2
 

@@ -39,18 +39,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ragtrack.pipeline.models import default_embedding, embedding_languages, locate, resolve_model
+from ragtrack.production.thresholds import CLUSTER_SIMILARITY, WORDING_SIMILARITY
 
 if TYPE_CHECKING:
     from ragtrack.pipeline.embedding import Embedder
 
 #: The meaning view's share of a cosine (the wording view has the rest).
 MEANING_WEIGHT = 0.7
-#: Questions this similar (cosine in the joint space, meaning and wording) are near-duplicates.
-CLUSTER_SIMILARITY = 0.375
-#: Questions this similar by wording alone (no embedder for the language) are near-duplicates.
-WORDING_SIMILARITY = 0.35
-#: A cluster whose questions are on average this similar to a golden item's question is covered by it.
-COVERAGE_SIMILARITY = 0.6
 
 
 def question_embedder(language: str) -> Embedder | None:

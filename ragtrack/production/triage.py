@@ -27,7 +27,8 @@ import numpy as np
 
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.signals import Signals
-from ragtrack.production.similarity import COVERAGE_SIMILARITY, QuestionSpace, cluster
+from ragtrack.production.similarity import QuestionSpace, cluster
+from ragtrack.production.thresholds import COVERAGE_SIMILARITY
 
 
 def normalise_question(question: str) -> str:

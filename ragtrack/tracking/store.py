@@ -40,6 +40,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary, substitutions
 from ragtrack.secrets import redact, redact_values, without_credentials
+from ragtrack.tracking.store_template import from_template
 
 #: What each registry-side lock (:meth:`Store.registry_lock`) serialises, as its holder's description says.
 REGISTRY_LOCKS = {
@@ -813,7 +814,9 @@ def open_store(
     name = config.project.experiment
     try:
         with setup_lock(uri, required=writing):
-            client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here
+            if writing and (database := local_database(uri)) is not None:
+                from_template(database)  # a new local store: a copy, not every migration run again
+            client = MlflowClient(uri, registry_uri=uri)  # a new store's tables are made here otherwise
             artifacts = artifact_root(uri, config.root)
             return Store(
                 uri,
