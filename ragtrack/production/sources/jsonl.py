@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
 from ragtrack.files import read_jsonl
-from ragtrack.production.messages import utc_iso
+from ragtrack.production import fields
 from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
 
 BATCH = 200  # messages stored per step
@@ -54,10 +54,17 @@ class Record(BaseModel):
     @field_validator("created_at")
     @classmethod
     def _timestamp(cls, value: str) -> str:
-        try:
-            return utc_iso(value)
-        except ValueError:
-            raise ValueError(f"expected an ISO 8601 time such as 2025-03-01T09:30:00Z, got {value!r}") from None
+        return fields.timestamp(value)  # its FieldError, a ValueError, is the line's problem
+
+    @field_validator("message_id")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        return None if value is None else fields.identifier(value)
+
+    @field_validator("question", "answer", "comment", "user")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else fields.text(value)[0]
 
     def identity(self) -> str:
         """``message_id``, or a hash of what does not change when the user re-rates the answer."""
