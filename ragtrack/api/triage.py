@@ -62,23 +62,30 @@ class TriageReport:
 
 
 def read_production(
-    config: ProjectConfig, tracking_uri: str | None, *, writing: bool = False, **where
+    config: ProjectConfig, tracking_uri: str | None, *, writing: bool = False, quiet_ok: bool = False, **where
 ) -> tuple[list[ProductionMessage], str, Store]:
     """The pulled messages (``source``, ``app``, ``since``, ``until`` narrow them), the experiment's
-    name and the store; an error saying how to pull when there are none."""
+    name and the store; an error saying how to pull when there are none (``quiet_ok``: none is an
+    answer, when the store holds pulled messages outside the window or the window is narrowed)."""
     from ragtrack.tracking.production import ProductionLog, read_messages
     from ragtrack.tracking.store import open_store
 
     store = open_store(config, tracking_uri, existing=True, writing=writing)
     messages = read_messages(store, **where)
     name = ProductionLog(store).experiment_name
-    if not messages:
-        narrowed = ", ".join(f"{k} {v}" for k, v in where.items() if v)
+    # Quiet: the store holds pulled messages, none in the window (the first page of traces tells).
+    if not messages and not (quiet_ok and next(iter(ProductionLog(store).trace_infos()), None)):
         raise RagtrackError(
-            f"no production messages in the experiment {name}{' for ' + narrowed if narrowed else ''}; "
+            f"no production messages in the experiment {name}{narrowed(where)}; "
             "pull some first: `ragtrack logs pull --from dify|ragflow|mlflow|jsonl …`"
         )
     return messages, name, store
+
+
+def narrowed(where: dict) -> str:
+    """`` for since 2025-06-05, app bot-v3``: the filters a reading of messages was given, if any."""
+    said = ", ".join(f"{k} {v}" for k, v in where.items() if v)
+    return f" for {said}" if said else ""
 
 
 def triage_logs(

@@ -4,8 +4,9 @@
      "rating": "dislike", "comment": "wrong port", "user": "u-42",
      "created_at": "2025-03-01T09:30:00+08:00", "app_version": "bot-v3", "message_id": "m-981"}
 
-``rating`` is ``like``, ``dislike`` or null; ``comment`` and ``user`` may be null; a ``created_at``
-without a zone is UTC; ``contexts`` lists what the app retrieved, in rank order (``[]``: nothing), a
+``rating`` is ``like``, ``dislike`` or null; ``comment`` and ``user`` may be null; ``created_at`` is
+ISO 8601 (without a zone: UTC) or a number of Unix seconds or milliseconds, from 2000 to now;
+``contexts`` lists what the app retrieved, in rank order (``[]``: nothing), a
 context's ``id`` its own segment ID if it has one. A line without ``message_id`` is identified by
 a hash of its question, answer, user, time and app version, so exporting it again with another
 rating updates it. The whole file is checked before anything is stored: a bad line is one error
@@ -51,9 +52,9 @@ class Record(BaseModel):
     app_version: str = Field(min_length=1)
     message_id: str | None = Field(default=None, min_length=1)
 
-    @field_validator("created_at")
+    @field_validator("created_at", mode="before")
     @classmethod
-    def _timestamp(cls, value: str) -> str:
+    def _timestamp(cls, value: object) -> str:
         return fields.timestamp(value)  # its FieldError, a ValueError, is the line's problem
 
     @field_validator("message_id")

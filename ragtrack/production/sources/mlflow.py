@@ -85,14 +85,14 @@ class MlflowSource:
         pending: list[tuple[int, PulledMessage, bool]] = []  # (time, message, a Dify chatbot message)
         newest = resume
         read = others = 0
-        skipped: Counter[str] = Counter()
+        malformed: Counter[str] = Counter()  # traces skipped for a field that is no value, by field
         for trace in self._traces(f"timestamp_ms >= {since}" if since else "", spans=True):
             read += 1
             newest = max(newest, trace.info.request_time)
             try:
                 kind, message = _read(trace)
             except FieldError as e:
-                skipped[e.skip("traces")] += 1
+                malformed[e.skip("traces")] += 1
                 continue
             if self.dify_app and _dify_app(trace) not in (None, self.dify_app):
                 others += 1  # another Dify app tracing into the same experiment
@@ -109,7 +109,7 @@ class MlflowSource:
         progress(f"{self.app}: {read} traces read, {len(pending)} answered questions{skipped}")
         messages = [m for _, m, _ in sorted(pending, key=lambda p: (p[0], p[1].message_id))]
         ratings, unresolved, feedbacks = self._ratings(runs, messages, known, progress)
-        unresolved.update(skipped)
+        unresolved.update(malformed)
         for m in messages:  # stored with their ratings; the snapshot below re-rates those stored before
             m.feedback = ratings.get(m.message_id)
         for i in range(0, len(messages), PAGE):
