@@ -415,6 +415,9 @@ def test_monitor_logs_a_run_per_version_and_day_alarms_once_and_resumes(project,
     again = _cli(project, "monitor", "--sample-rate", "1")
     assert again.exit_code == 0 and "nothing new since the last run" in again.output, again.output
     assert _verdicts(project) == 2 * (22 + 24)  # nothing judged twice
+    quiet = _cli(project, "monitor", "--since", "2025-03-10")  # a day nobody asked anything: cron reads 0
+    assert quiet.exit_code == 0, quiet.output
+    assert "no messages in" in quiet.output and "for since 2025-03-10T00:00:00Z: a quiet period" in quiet.output
 
     _pull(project, _day("2025-03-03", 2, tiny_corpus, 20), "later")
     third = _cli(project, "monitor", "--sample-rate", "1")
