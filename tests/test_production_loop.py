@@ -343,6 +343,10 @@ def test_triage_propose_accept_on_a_store(project, tiny_corpus):
     result = _cli(project, "golden", "propose", "--from-logs", "--sample-rate", "0")
     assert result.exit_code == 0, result.output
     assert "1 candidate(s) from production added" in result.output
+    assert (
+        "weak matches" not in result.output
+        and "WEAK MATCH" not in (project / "golden" / "candidates.jsonl").read_text()
+    )
     assert "skipped: How many steps does the sampler use by default? (covered by golden item a2)" in result.output
     (line,) = (project / "golden" / "candidates.jsonl").read_text().splitlines()
     candidate = json.loads(line)
@@ -438,3 +442,20 @@ def test_the_chinese_traffic_alarms_on_its_last_day_as_the_docs_say():
     ]
     docs = (Path(__file__).resolve().parent.parent / "docs" / "production-loop.md").read_text(encoding="utf-8")
     assert f"ALARM {drops[0]}" in docs
+
+
+def test_a_suggested_gt_sharing_few_of_the_questions_words_is_a_weak_match(tiny_corpus):
+    """The rule, by hand: the question's units are {default, many, sampler, step, take}; the steps passage's
+    are {20, 30, default, help, past, rarely, sett, step}: 2 of 5 shared, 0.40, not weak. A question
+    of another domain shares none of them (0.00 < 0.25): weak, whatever passage a search ranked first."""
+    from ragtrack.production.proposals import WEAK_MATCH, match_share, weak_match
+
+    steps = "guides/sampler.md#sampler-guide/steps"
+    question = "How many steps does the sampler take by default?"
+    assert match_share(question, tiny_corpus.passages[steps].text) == 2 / 5
+    assert weak_match(question, [steps], tiny_corpus) is None
+    bread = "How do I bake sourdough bread in a cast iron pot?"
+    assert weak_match(bread, [steps], tiny_corpus) == 0.0 < WEAK_MATCH
+    assert weak_match(question, [], tiny_corpus) == 0.0  # no GT suggested at all: nothing to trust either
+    # The best passage counts: one good one among weak ones is no weak match.
+    assert weak_match(question, ["guides/models.md#model-files", steps], tiny_corpus) is None

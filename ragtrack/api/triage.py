@@ -151,6 +151,7 @@ class FromLogsReport:
     added: list  # Candidate
     skipped: dict[str, str]  # cluster question → why no candidate (covered, proposed before, too few users)
     triage: TriageReport
+    weak: dict[str, float] = field(default_factory=dict)  # candidate ID → its GT's best share of the question
 
 
 def propose_from_logs(
@@ -178,7 +179,7 @@ def propose_from_logs(
     from ragtrack.golden import Provenance, load_golden
     from ragtrack.passage_search import PassageSearch, resolve_mode
     from ragtrack.pipeline.models import default_embedding
-    from ragtrack.production.proposals import question_parts, suggest
+    from ragtrack.production.proposals import WEAK_MATCH, question_parts, suggest, weak_match
 
     report = triage_logs(root=root, golden_path=golden_path, corpus_path=corpus_path, **triage_options)
     config = load_config(root)
@@ -214,7 +215,7 @@ def propose_from_logs(
     search = PassageSearch(corpus, config.cache_dir, mode, embedding, embedder=reuse)  # type: ignore[arg-type]
     by_id = {m.message_id: m for m in report.messages}
     today = today or datetime.now(UTC).date().isoformat()
-    added = []
+    added, weak = [], {}
     for c in chosen:
         texts = list(dict.fromkeys([*c.questions, *question_parts(c.question)]))
         ranked = {t: [h.passage_id for h in search.search(t, 10)] for t in texts}
@@ -227,6 +228,13 @@ def propose_from_logs(
         suggestions, gt, qtype = suggest(c, ranked, disliked, corpus)
         [cid] = next_ids(taken, [qtype])
         taken.add(cid)
+        note = _note(c, corpus.language)
+        if (share := weak_match(c.question, gt, corpus)) is not None:
+            weak[cid] = share
+            note += (
+                f" WEAK MATCH: the suggested GT passages hold at most {share:.0%} of the question's words "
+                f"(under {WEAK_MATCH:.0%}): this corpus may not answer it at all."
+            )
         added.append(
             Candidate(
                 id=cid,
@@ -237,7 +245,7 @@ def propose_from_logs(
                 suggested_from={s.passage_id: s.marks for s in suggestions},
                 source_documents=tuple(dict.fromkeys(corpus.passages[p].doc_id for p in gt)),
                 proposer="production logs",
-                note=_note(c, corpus.language),
+                note=note,
                 provenance=Provenance(
                     messages=tuple(c.message_ids),
                     apps=tuple(c.apps),
@@ -252,7 +260,7 @@ def propose_from_logs(
             )
         )
     write_candidates(path, existing + added)
-    return FromLogsReport(path, added, skipped, report)
+    return FromLogsReport(path, added, skipped, report, weak)
 
 
 def _note(c, language: str) -> str:
