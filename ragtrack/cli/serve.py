@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import click
 
@@ -97,11 +99,16 @@ def _port_free(host: str, port: int) -> None:
 
 
 def _answers(server: subprocess.Popen, host: str, port: int) -> bool:
-    """Wait until ``host:port`` accepts connections (True) or the server exits (False)."""
+    """Wait until ``GET /health`` on ``host:port`` answers 200 (True) or the server exits (False). Over
+    HTTP, not a bare connection: with several workers the port accepts connections before any worker
+    has loaded the model, and MLflow's UI and model server both answer /health once they can serve."""
+    address = f"[{host}]" if ":" in host else host
     while server.poll() is None:
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.3)
+            with urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.3)
     return False
