@@ -65,8 +65,8 @@ def read_production(
     config: ProjectConfig, tracking_uri: str | None, *, writing: bool = False, quiet_ok: bool = False, **where
 ) -> tuple[list[ProductionMessage], str, Store]:
     """The pulled messages (``source``, ``app``, ``since``, ``until`` narrow them), the experiment's
-    name and the store; an error saying how to pull when there are none (``quiet_ok``: none is an
-    answer, when the store holds pulled messages outside the window or the window is narrowed)."""
+    name and the store; an error saying how to pull when there are none (``quiet_ok``: none in the
+    window is an answer, a quiet day, as long as the store holds pulled messages at all)."""
     from ragtrack.tracking.production import ProductionLog, read_messages
     from ragtrack.tracking.store import open_store
 
