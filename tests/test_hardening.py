@@ -533,15 +533,16 @@ def test_what_mlflows_exporter_warns_from_its_threads_is_heard_and_kept_from_std
 
     from ragtrack.tracking.export_failures import EXPORT_LOGGER, heard
 
-    logger = logging.getLogger(EXPORT_LOGGER)
-    logger.setLevel(logging.ERROR)
+    parent, exporter = logging.getLogger(EXPORT_LOGGER), logging.getLogger(f"{EXPORT_LOGGER}.mlflow_v3")
+    parent.setLevel(logging.ERROR)
     with heard() as said:
-        worker = threading.Thread(target=logger.warning, args=("Failed to log trace. Error: disk I/O error.",))
+        message = "Failed to send trace to MLflow backend: disk I/O error"
+        worker = threading.Thread(target=exporter.warning, args=(message,))
         worker.start()
         worker.join()
-    logger.warning("after the block: not heard")
-    assert said == ["Failed to log trace. Error: disk I/O error."]
-    assert logger.level == logging.ERROR and "disk I/O" not in capsys.readouterr().err
+    exporter.warning("after the block: not heard")
+    assert said == ["Failed to send trace to MLflow backend: disk I/O error"]
+    assert parent.level == logging.ERROR and "disk I/O" not in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- round 2: the last tracebacks

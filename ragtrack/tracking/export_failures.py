@@ -1,8 +1,8 @@
 """Why MLflow's trace exporter lost traces, in its own words, heard while a write is flushed.
 
-MLflow exports traces asynchronously: a write that fails is logged as a warning by its export queue
-(``Failed to log trace to the trace server. Error: …``) and dropped, and ragtrack finds out only by
-looking the traces up afterwards. What the user is then told is the cause MLflow gave — "the disk is
+MLflow exports traces asynchronously: a write that fails is logged as a warning by its exporter
+(``Failed to send trace to MLflow backend: …``) or its export queue (``… Error: …``) and dropped,
+and ragtrack finds out only by looking the traces up afterwards. What the user is then told is the cause MLflow gave — "the disk is
 full" only when it said so (``No space left on device``, ``[Errno 28]``, SQLite's ``database or disk is
 full``), never as a guess for any other cause (a locked or read-only database, a full export queue, a
 server that went away).
@@ -14,17 +14,17 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-#: The logger of MLflow's asynchronous export queue (``mlflow.tracing.export.async_export_queue``).
-EXPORT_LOGGER = "mlflow.tracing.export.async_export_queue"
+#: The parent logger of MLflow's trace exporters and their queue (``….mlflow_v3``, ``….async_export_queue``).
+EXPORT_LOGGER = "mlflow.tracing.export"
 #: MLflow's and the OS's words for ENOSPC / EDQUOT.
 _FULL_DISK = ("no space left on device", "[errno 28]", "disk is full", "disk quota exceeded", "[errno 122]")
 
 
 @contextmanager
 def heard() -> Iterator[list[str]]:
-    """The warnings MLflow's trace exporter gives inside the block (from its worker threads too), kept
-    from stderr: the command states the cause itself. The CLI quiets MLflow's loggers, so the level is
-    raised for the block."""
+    """The warnings MLflow's trace exporters give inside the block (from their worker threads too), kept
+    from stderr: the command states the cause itself. The CLI quiets MLflow's loggers, so the level of
+    their parent is set for the block (the exporters' own loggers inherit it)."""
     logger = logging.getLogger(EXPORT_LOGGER)
     said: list[str] = []
 
