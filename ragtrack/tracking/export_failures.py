@@ -2,10 +2,10 @@
 
 MLflow exports traces asynchronously: a write that fails is logged as a warning by its exporter
 (``Failed to send trace to MLflow backend: …``) or its export queue (``… Error: …``) and dropped,
-and ragtrack finds out only by looking the traces up afterwards. What the user is then told is the cause MLflow gave — "the disk is
-full" only when it said so (``No space left on device``, ``[Errno 28]``, SQLite's ``database or disk is
-full``), never as a guess for any other cause (a locked or read-only database, a full export queue, a
-server that went away).
+and ragtrack finds out only by looking the traces up afterwards. What the user is then told is the
+cause MLflow gave — "the disk is full" only when it said so (``No space left on device``,
+``[Errno 28]``, SQLite's ``database or disk is full``), never as a guess for any other cause (a
+locked or read-only database, a full export queue, a server that went away).
 """
 
 from __future__ import annotations
