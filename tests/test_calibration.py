@@ -95,3 +95,38 @@ def test_calibrate_against_an_endpoint_runs_cases_in_parallel_and_keeps_their_or
     for judge, predicted in report.predictions.items():
         expected = [score_of[c.answer] if judge in c.labels else None for c in cases]
         assert predicted == expected, judge
+
+
+def _case(case_id: str, answer: str = "a", **labels) -> str:
+    row = {"id": case_id, "lang": "en", "question": "q", "contexts": [], "gt_answer": "g", "answer": answer}
+    return json.dumps({**row, "labels": labels or {"correctness": 4}}) + "\n"
+
+
+def test_an_empty_calibration_set_is_refused_and_no_run_is_logged(project, tmp_path):
+    """An agreement over n = 0 cases (0.00) is no measurement: refused before the store is opened."""
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(InputError, match=r"empty.jsonl: holds no cases: a calibration needs hand-labelled cases"):
+        calibrate("offline", root=project, cases_path=str(path))
+    assert not (project / "mlruns").exists()
+
+
+def test_duplicate_and_conflicting_calibration_rows_are_each_named_by_line(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        _case("a")
+        + _case("b", answer="b")
+        + _case("a")  # the same case again
+        + _case("c", answer="b", correctness=2)  # b's question and answer, another label
+        + _case("b", answer="other", correctness=4, relevance=3)  # b's ID, other labels
+    )
+    with pytest.raises(InputError) as e:
+        load_cases(path)
+    assert str(e.value).splitlines() == [
+        "3 problem(s):",
+        f"  {path}:3: id: a duplicate of line 1 (the same ID): remove one",
+        f"  {path}:4: labels: conflicts with line 2 (the same question and answer as 'b', labels correctness 4 "
+        "there, correctness 2 here): keep the right one",
+        f"  {path}:5: labels: conflicts with line 2 (the same ID, labels correctness 4 there, correctness 4, "
+        "relevance 3 here): keep the right one",
+    ]

@@ -5,6 +5,7 @@ benchmark and for an external agent; an endpoint judge never has more requests i
 from __future__ import annotations
 
 import shutil
+import time
 
 import mlflow
 import pytest
@@ -14,14 +15,14 @@ from ragtrack.agent import AgentOutput, RetrievedContext, Stage
 from ragtrack.api import evaluate
 from ragtrack.cli import main
 from ragtrack.config import load_config
-from ragtrack.engines.spark import endpoint_share, task_items
+from ragtrack.engines.spark import endpoint_share, master_addresses, task_items
 from ragtrack.evaluation import metrics as m
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.fake_server import FakeOpenAIServer
 from ragtrack.registry import UnknownNameError
 from ragtrack.tracking.store import Tag, open_store
 
-from .conftest import DATA, REPO, crash_after, make_project, shared_cache
+from .conftest import DATA, REPO, crash_after, free_port, make_project, shared_cache
 
 
 def timeless(record) -> dict:
@@ -205,3 +206,33 @@ def test_monitor_on_spark_shares_the_judge_endpoints_limit(project, tiny_corpus,
     assert 0 < len(server.log.requests) <= 2 * (22 + 24)  # messages alike are asked once, then cached
     assert 1 <= server.log.peak_in_flight <= 2
     assert all(metrics["judged_relevance"] == 24 for metrics in runs.values())
+
+
+@pytest.mark.parametrize(
+    ("master", "addresses"),
+    [
+        ("spark://head:7077", [("head", 7077)]),
+        ("spark://h1:7077,h2:7078", [("h1", 7077), ("h2", 7078)]),
+        ("spark://[::1]:7077", [("::1", 7077)]),
+        ("local[*]", []),
+        ("yarn", []),
+        ("k8s://https://api:6443", []),
+    ],
+)
+def test_a_standalone_masters_addresses_are_read_from_its_url(master, addresses):
+    assert master_addresses(master) == addresses
+
+
+def test_an_unreachable_spark_master_is_one_error_line_in_bounded_time(project):
+    """Nothing listens on the port (it was bound, then closed): refused at once, no Java started."""
+    port = free_port()
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        main, ["--root", str(project), "monitor", "--engine", "spark", "--master", f"spark://127.0.0.1:{port}"]
+    )
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: Spark master spark://127.0.0.1:{port} cannot be reached (127.0.0.1:{port}: Connection refused): "
+        "is the cluster up? (--master, or [spark] master of ragtrack.toml)\n"
+    )

@@ -485,6 +485,7 @@ def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_comma
     monkeypatch.setattr(mlflow, "flush_trace_async_logging", flush_losing_one)
     result = cli("--root", str(project), "eval", "--version", "v1", "--limit", "3")
     assert result.exit_code == 2 and "kept no trace of 1 of 3 items" in result.output, result.output
+    assert "MLflow gave no reason" in result.output and "disk" not in result.output  # no guess at a full disk
     store, found = runs_of(project)
     assert [r.info.status for r in found] == ["FAILED"] and found[0].data.tags["ragtrack.complete"] == "false"
 
@@ -495,6 +496,57 @@ def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_comma
     assert sorted(traces.item_traces(store, found[0].info.run_id)) == sorted(
         r.id for r in store.records(found[0].info.run_id)
     )
+
+
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        (
+            ["Failed to log trace to the trace server. Error: [Errno 28] No space left on device: '/m/traces'."],
+            "the disk is full (Failed to log trace to the trace server. Error: [Errno 28] No space left on "
+            "device: '/m/traces'.): free space on it",
+        ),
+        (
+            ["Failed to log trace to the trace server. Error: (sqlite3.OperationalError) database or disk is full."],
+            "the disk is full (Failed to log trace to the trace server. Error: (sqlite3.OperationalError) "
+            "database or disk is full.): free space on it",
+        ),
+        (
+            ["Failed to log trace to the trace server. Error: (sqlite3.OperationalError) database is locked.", "x"],
+            "MLflow said: Failed to log trace to the trace server. Error: (sqlite3.OperationalError) database is "
+            "locked. (and 1 more warning(s))",
+        ),
+        (
+            ["Trace export queue is full, trace will be discarded."],
+            "MLflow said: Trace export queue is full, trace will be discarded.",
+        ),
+        ([], "MLflow gave no reason"),
+    ],
+    ids=["enospc", "sqlite-full", "locked", "queue-full", "nothing"],
+)
+def test_a_lost_trace_write_is_blamed_on_a_full_disk_only_when_mlflow_said_so(said, told):
+    from ragtrack.tracking.export_failures import cause
+
+    assert cause(said) == told
+
+
+def test_what_mlflows_exporter_warns_from_its_threads_is_heard_and_kept_from_stderr(capsys):
+    """MLflow's own logger, emitting from a worker thread as its export queue does (the CLI sets it to ERROR)."""
+    import logging
+    import threading
+
+    from ragtrack.tracking.export_failures import EXPORT_LOGGER, heard
+
+    parent, exporter = logging.getLogger(EXPORT_LOGGER), logging.getLogger(f"{EXPORT_LOGGER}.mlflow_v3")
+    parent.setLevel(logging.ERROR)
+    with heard() as said:
+        message = "Failed to send trace to MLflow backend: disk I/O error"
+        worker = threading.Thread(target=exporter.warning, args=(message,))
+        worker.start()
+        worker.join()
+    exporter.warning("after the block: not heard")
+    assert said == ["Failed to send trace to MLflow backend: disk I/O error"]
+    assert parent.level == logging.ERROR and "disk I/O" not in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- round 2: the last tracebacks

@@ -344,6 +344,10 @@ def test_triage_propose_accept_on_a_store(project, tiny_corpus):
     result = _cli(project, "golden", "propose", "--from-logs", "--sample-rate", "0")
     assert result.exit_code == 0, result.output
     assert "1 candidate(s) from production added" in result.output
+    assert (
+        "weak matches" not in result.output
+        and "WEAK MATCH" not in (project / "golden" / "candidates.jsonl").read_text()
+    )
     assert "skipped: How many steps does the sampler use by default? (covered by golden item a2)" in result.output
     (line,) = (project / "golden" / "candidates.jsonl").read_text().splitlines()
     candidate = json.loads(line)
@@ -416,6 +420,9 @@ def test_monitor_logs_a_run_per_version_and_day_alarms_once_and_resumes(project,
     again = _cli(project, "monitor", "--sample-rate", "1")
     assert again.exit_code == 0 and "nothing new since the last run" in again.output, again.output
     assert _verdicts(project) == 2 * (22 + 24)  # nothing judged twice
+    quiet = _cli(project, "monitor", "--since", "2025-03-10")  # a day nobody asked anything: cron reads 0
+    assert quiet.exit_code == 0, quiet.output
+    assert "no messages in" in quiet.output and "for since 2025-03-10T00:00:00Z: a quiet period" in quiet.output
 
     _pull(project, _day("2025-03-03", 2, tiny_corpus, 20), "later")
     third = _cli(project, "monitor", "--sample-rate", "1")
@@ -466,3 +473,20 @@ def test_a_disliked_follow_up_becomes_a_candidate_with_its_history(project, tiny
         i for i in load_golden(project / "golden" / "golden.jsonl", tiny_corpus).items if i.id == candidate["id"]
     )
     assert [t.content for t in item.history] == [t["content"] for t in candidate["history"]]
+
+
+def test_a_suggested_gt_sharing_few_of_the_questions_words_is_a_weak_match(tiny_corpus):
+    """The rule, by hand: the question's units are {default, many, sampler, step, take}; the steps passage's
+    are {20, 30, default, help, past, rarely, sett, step}: 2 of 5 shared, 0.40, not weak. A question
+    of another domain shares none of them (0.00 < 0.25): weak, whatever passage a search ranked first."""
+    from ragtrack.production.proposals import WEAK_MATCH, match_share, weak_match
+
+    steps = "guides/sampler.md#sampler-guide/steps"
+    question = "How many steps does the sampler take by default?"
+    assert match_share(question, tiny_corpus.passages[steps].text) == 2 / 5
+    assert weak_match(question, [steps], tiny_corpus) is None
+    bread = "How do I bake sourdough bread in a cast iron pot?"
+    assert weak_match(bread, [steps], tiny_corpus) == 0.0 < WEAK_MATCH
+    assert weak_match(question, [], tiny_corpus) == 0.0  # no GT suggested at all: nothing to trust either
+    # The best passage counts: one good one among weak ones is no weak match.
+    assert weak_match(question, ["guides/models.md#model-files", steps], tiny_corpus) is None

@@ -130,7 +130,7 @@ def test_a_rating_changed_since_overrides_its_assessment_and_a_withdrawn_one_is_
             "export.jsonl:2: rating: unknown value 'thumbs-down'; expected 'like' or 'dislike'",
         ),
         ({k: v for k, v in record(1).items() if k != "answer"}, "export.jsonl:2: answer: required field is missing"),
-        (record(1, created_at="yesterday"), "export.jsonl:2: created_at: expected an ISO 8601 time"),
+        (record(1, created_at="yesterday"), "export.jsonl:2: created_at: not an ISO 8601 time"),
         (record(1, contexts=[{"txt": "x"}]), "export.jsonl:2: contexts.0.txt: unknown field"),
         (record(1, raiting="like"), "export.jsonl:2: raiting: unknown field (did you mean 'rating'?)"),
         ('{"question": "half a line', "export.jsonl:2: bad JSON"),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,6 +69,11 @@ def test_the_champion_answers_over_http_with_its_contexts_and_a_moved_alias_need
             assert reply["retrieved_ids"] == record.retrieved_passage_ids
             assert reply["contexts"] == [c.text for c in record.contexts] and reply["contexts"]
             assert reply["context_ids"] == [c.passage_ids for c in record.contexts]
+        # An empty question is the caller's mistake: 400 with the reason, not an answer to nothing.
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            ask(url, ["How many steps?", " "])
+        assert refused.value.code == 400
+        assert "question 2 of 2 is empty" in json.loads(refused.value.read())["message"]
         # The alias moves while the server runs (as a promote, or a reviewer in the MLflow UI, moves it).
         store = open_store(load_config(root))
         store.set_champion("2")
@@ -80,3 +87,15 @@ def test_an_alias_no_version_has_is_refused_before_a_server_starts(champion_proj
     result = CliRunner().invoke(main, ["--root", str(root), "serve", "--alias", "canary"])
     assert result.exit_code == 2
     assert "error: no version of rag-agent has the alias 'canary' (set it in the MLflow UI)" in result.output
+
+
+def test_a_taken_port_is_one_error_line_and_a_failing_exit_before_anything_loads(project):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["--root", str(project), "serve", "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.output == (
+        f"error: cannot serve on 127.0.0.1:{port}: Address already in use (another server? pick another --port)\n"
+    )

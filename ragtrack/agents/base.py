@@ -34,6 +34,7 @@ from ragtrack.llm.cache import JsonCache
 from ragtrack.llm.client import Circuit, RetryPolicy
 from ragtrack.llm.concurrency import bounds_problem
 from ragtrack.llm.memory import shared_memory
+from ragtrack.production.fields import api_key
 from ragtrack.secrets import EnvName, declare, redact, secret_digest
 from ragtrack.tomlfile import file_key_line
 
@@ -124,7 +125,10 @@ def read_secret(spec: LoadedSpec, env: str, field_path: str = "agent.api_key_env
     value = os.environ.get(env, "")
     if not value:
         raise spec_problem(spec, field_path, f"environment variable {env} is not set (it holds the key)")
-    return value
+    try:
+        return api_key(value, env)
+    except ValueError as e:
+        raise spec_problem(spec, field_path, str(e)) from None
 
 
 @dataclass

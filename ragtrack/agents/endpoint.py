@@ -25,6 +25,7 @@ from ragtrack.llm.base import PermanentError, TransientError
 from ragtrack.llm.client import Circuit, RetryPolicy, call_with_retries
 from ragtrack.llm.concurrency import AdaptiveLimiter
 from ragtrack.llm.memory import EndpointMemory
+from ragtrack.production.fields import json_int
 from ragtrack.secrets import redact, without_credentials
 
 AGENT_FIRST_CONTACT = 2  # in flight against a new agent endpoint (see the module docstring)
@@ -203,8 +204,10 @@ def bearer_endpoint(
 
 
 def _parse(content: bytes) -> Any:
+    # An integer too long for Python (json refuses more than 4,300 digits: a 5,000-digit message_id) is
+    # kept as its digits, for the field's own check to refuse, not the whole page.
     try:
-        return json.loads(content)
+        return json.loads(content, parse_int=json_int)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return _NotJson(content.decode("utf-8", "replace"))
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragtrack.api.triage import judging_cost, read_production
+from ragtrack.api.triage import judging_cost, narrowed, read_production
 from ragtrack.config import load_config
 from ragtrack.engines import JudgeSource, MessageWork, make_engine
 from ragtrack.errors import RagtrackError
@@ -88,9 +88,14 @@ def monitor(
     budget = settings.max_calls if max_calls is None else max_calls
     if not 0 <= rate <= 1:
         raise RagtrackError(f"--sample-rate must be between 0 and 1, not {rate}")
-    messages, _, store = read_production(
-        config, tracking_uri, writing=not dry_run, source=source, app=app, since=since, until=until
+    messages, experiment, store = read_production(
+        config, tracking_uri, writing=not dry_run, quiet_ok=True, source=source, app=app, since=since, until=until
     )
+    if not messages:  # a quiet day is an answer, not a failure: cron must not read a configuration error
+        where = narrowed({"source": source, "app": app, "since": since, "until": until})
+        report = MonitorReport([], None, rate, f"{experiment}-monitor", 0, dry_run)
+        report.notes.append(f"no messages in {experiment}{where}: a quiet period, nothing to score")
+        return report
     verdicts, runs = Verdicts(store), MonitorRuns(store)
     language = language_of("".join(m.question for m in messages[:200]))
     panel, llm = reference_free_panel(judge, config, language, use_cache)

@@ -63,23 +63,30 @@ class TriageReport:
 
 
 def read_production(
-    config: ProjectConfig, tracking_uri: str | None, *, writing: bool = False, **where
+    config: ProjectConfig, tracking_uri: str | None, *, writing: bool = False, quiet_ok: bool = False, **where
 ) -> tuple[list[ProductionMessage], str, Store]:
     """The pulled messages (``source``, ``app``, ``since``, ``until`` narrow them), the experiment's
-    name and the store; an error saying how to pull when there are none."""
+    name and the store; an error saying how to pull when there are none (``quiet_ok``: none in the
+    window is an answer, a quiet day, as long as the store holds pulled messages at all)."""
     from ragtrack.tracking.production import ProductionLog, read_messages
     from ragtrack.tracking.store import open_store
 
     store = open_store(config, tracking_uri, existing=True, writing=writing)
     messages = read_messages(store, **where)
     name = ProductionLog(store).experiment_name
-    if not messages:
-        narrowed = ", ".join(f"{k} {v}" for k, v in where.items() if v)
+    # Quiet: the store holds pulled messages, none in the window (the first page of traces tells).
+    if not messages and not (quiet_ok and next(iter(ProductionLog(store).trace_infos()), None)):
         raise RagtrackError(
-            f"no production messages in the experiment {name}{' for ' + narrowed if narrowed else ''}; "
+            f"no production messages in the experiment {name}{narrowed(where)}; "
             "pull some first: `ragtrack logs pull --from dify|ragflow|mlflow|jsonl …`"
         )
     return messages, name, store
+
+
+def narrowed(where: dict) -> str:
+    """`` for since 2025-06-05, app bot-v3``: the filters a reading of messages was given, if any."""
+    said = ", ".join(f"{k} {v}" for k, v in where.items() if v)
+    return f" for {said}" if said else ""
 
 
 def triage_logs(
@@ -147,6 +154,7 @@ class FromLogsReport:
     added: list  # Candidate
     skipped: dict[str, str]  # cluster question → why no candidate (covered, proposed before, too few users)
     triage: TriageReport
+    weak: dict[str, float] = field(default_factory=dict)  # candidate ID → its GT's best share of the question
 
 
 def propose_from_logs(
@@ -175,7 +183,7 @@ def propose_from_logs(
     from ragtrack.passage_search import PassageSearch, resolve_mode
     from ragtrack.pipeline.models import default_embedding
     from ragtrack.production.conversations import earlier_turns
-    from ragtrack.production.proposals import question_parts, suggest
+    from ragtrack.production.proposals import WEAK_MATCH, question_parts, suggest, weak_match
 
     report = triage_logs(root=root, golden_path=golden_path, corpus_path=corpus_path, **triage_options)
     config = load_config(root)
@@ -214,7 +222,7 @@ def propose_from_logs(
     by_id = {m.message_id: m for m in report.messages}
     turns_before = earlier_turns(report.messages)
     today = today or datetime.now(UTC).date().isoformat()
-    added = []
+    added, weak = [], {}
     for c in chosen:
         texts = list(dict.fromkeys([*c.questions, *question_parts(c.question)]))
         ranked = {t: [h.passage_id for h in search.search(t, 10)] for t in texts}
@@ -230,6 +238,13 @@ def propose_from_logs(
         history = turns_before.get(asked.key, ()) if asked else ()
         [cid] = next_ids(taken, [qtype])
         taken.add(cid)
+        note = _note(c, corpus.language)
+        if (share := weak_match(c.question, gt, corpus)) is not None:
+            weak[cid] = share
+            note += (
+                f" WEAK MATCH: the suggested GT passages hold at most {share:.0%} of the question's words "
+                f"(under {WEAK_MATCH:.0%}): this corpus may not answer it at all."
+            )
         added.append(
             Candidate(
                 id=cid,
@@ -240,7 +255,7 @@ def propose_from_logs(
                 suggested_from={s.passage_id: s.marks for s in suggestions},
                 source_documents=tuple(dict.fromkeys(corpus.passages[p].doc_id for p in gt)),
                 proposer="production logs",
-                note=_note(c, corpus.language),
+                note=note,
                 provenance=Provenance(
                     messages=tuple(c.message_ids),
                     apps=tuple(c.apps),
@@ -256,7 +271,7 @@ def propose_from_logs(
             )
         )
     write_candidates(path, existing + added)
-    return FromLogsReport(path, added, skipped, report)
+    return FromLogsReport(path, added, skipped, report, weak)
 
 
 def _note(c, language: str) -> str:

@@ -115,6 +115,23 @@ def engine_options(work: str):
     return add
 
 
+class _When(click.ParamType):
+    """A date or time on the command line (``--since``, ``--until``): ISO 8601, refused as it is parsed
+    (``"last tuesday"``, ``2025-13-45``) in one line naming the option, never deep in a command."""
+
+    name = "DATE"
+
+    def convert(self, value, param, ctx) -> str:
+        from ragtrack.production.fields import FieldError, when
+
+        try:
+            return when(value)
+        except FieldError as e:
+            self.fail(str(e), param, ctx)
+
+
+WHEN = _When()
+
 JSON_OUT = _output_file(
     "--json",
     "json_out",

@@ -277,6 +277,15 @@ def _propose_from_logs(ctx, out, no_cache, golden_path, corpus_path, *, min_user
                 highlight=False,
                 style="dim",
             )
+    if report.weak:
+        from ragtrack.production.proposals import WEAK_MATCH
+
+        shares = ", ".join(f"{cid} {share:.0%}" for cid, share in report.weak.items())
+        warn(
+            f"{len(report.weak)} candidate(s) whose suggested GT passages are weak matches for this corpus "
+            f"(at most this share of the question's words in any of them, under {WEAK_MATCH:.0%}: {shares}): "
+            "logs of another app or domain? Check them before accepting."
+        )
     few = [q for q, why in report.skipped.items() if "--min-users" in why or "--limit" in why]
     for question, why in report.skipped.items():
         if question not in few:

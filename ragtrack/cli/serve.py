@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import click
 
 from ragtrack.cli import console, err, main, project_root, warn
+from ragtrack.errors import RagtrackError
 
 
 @main.command()
@@ -38,6 +42,7 @@ def serve(ctx, alias, port, host, workers, tracking_uri):
     """
     from ragtrack.api import serve_command
 
+    _port_free(host, port)
     plan = serve_command(
         root=project_root(ctx), alias=alias, host=host, port=port, workers=workers, tracking_uri=tracking_uri
     )
@@ -65,7 +70,10 @@ def supervise(cmd: list[str], host: str, port: int, ready: str, env: dict[str, s
         # Printed once it answers: printed at once, an address refuses connections for seconds.
         if _answers(server, "127.0.0.1" if host in ("0.0.0.0", "::") else host, port):
             console.print(ready, highlight=False)
-        server.wait()
+        elif server.returncode:  # it never answered: what it printed says why (a model that did not load)
+            raise RagtrackError(f"the server stopped (exit status {server.returncode}) before it could answer")
+        if code := server.wait():
+            raise RagtrackError(f"the server stopped with exit status {code}")
     finally:
         if server.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -78,12 +86,29 @@ def supervise(cmd: list[str], host: str, port: int, ready: str, env: dict[str, s
             os.killpg(server.pid, signal.SIGKILL)  # workers the server itself left behind
 
 
+def _port_free(host: str, port: int) -> None:
+    """Refuses a port something already listens on, before a model is loaded for nothing: the server
+    would fail to bind after loading it, or, worse, a client would reach the other server."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a closed port's TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            hint = "another server? pick another --port" if e.errno == errno.EADDRINUSE else "check --host"
+            raise RagtrackError(f"cannot serve on {host}:{port}: {e.strerror} ({hint})") from None
+
+
 def _answers(server: subprocess.Popen, host: str, port: int) -> bool:
-    """Wait until ``host:port`` accepts connections (True) or the server exits (False)."""
+    """Wait until ``GET /health`` on ``host:port`` answers 200 (True) or the server exits (False). Over
+    HTTP, not a bare connection: with several workers the port accepts connections before any worker
+    has loaded the model, and MLflow's UI and model server both answer /health once they can serve."""
+    address = f"[{host}]" if ":" in host else host
     while server.poll() is None:
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.3)
+            with urllib.request.urlopen(f"http://{address}:{port}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.3)
     return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragtrack.cli import JSON_OUT, LLM_HELP, console, err, show
+from ragtrack.cli import JSON_OUT, LLM_HELP, WHEN, console, err, show
 from ragtrack.cli.corpus import CORPUS_HELP
 from ragtrack.cli.golden import GOLDEN_HELP
 from ragtrack.cli.logs import logs
@@ -13,8 +13,12 @@ from ragtrack.cli.logs import logs
 def message_filters(f):
     """--source, --app, --since, --until, --tracking-uri: which pulled messages a command reads."""
     f = click.option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI or ./mlruns).")(f)
-    f = click.option("--until", help="Only messages answered before this date or time (ISO 8601, UTC).")(f)
-    f = click.option("--since", help="Only messages answered from this date or time on (ISO 8601, UTC).")(f)
+    f = click.option(
+        "--until", type=WHEN, help="Only messages answered before this date or time (ISO 8601, UTC unless it says)."
+    )(f)
+    f = click.option(
+        "--since", type=WHEN, help="Only messages answered from this date or time on (ISO 8601, UTC unless it says)."
+    )(f)
     f = click.option("--app", help="Only messages of this app / version (as pulled).")(f)
     return click.option("--source", help="Only messages pulled from this source (dify, ragflow, mlflow, jsonl).")(f)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import sys
 import threading
 import uuid
@@ -100,6 +101,43 @@ def spark_session(master: str, conf: dict[str, str] | None = None):
     return session
 
 
+#: How long a standalone master (``spark://``) has to accept a connection: Spark's own driver retries
+#: for minutes (206 s in the fault campaign) before its Java traceback.
+MASTER_TIMEOUT_S = 5.0
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The (host, port) of a standalone master URL, ``spark://h:7077`` or ``spark://h1:7077,h2:7077``
+    (high availability); [] for any other master (``local[*]``, ``yarn``, ``k8s://…``): not probed."""
+    if not master.startswith("spark://"):
+        return []
+    out = []
+    for part in master[len("spark://") :].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise RagtrackError(f"--master {master}: expected spark://HOST:PORT (7077 by default), got {part!r}")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def reach_master(master: str, timeout_s: float = MASTER_TIMEOUT_S) -> None:
+    """Refuses a standalone master no address of which accepts a connection within ``timeout_s``: one
+    line naming it, before any Spark starts (its driver would retry for minutes, then print Java)."""
+    addresses = master_addresses(master)
+    problems = []
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as e:
+            problems.append(f"{host}:{port}: {e.strerror or 'no answer within ' + f'{timeout_s:g} s'}")
+    if addresses:
+        raise RagtrackError(
+            f"Spark master {master} cannot be reached ({'; '.join(problems)}): is the cluster up? "
+            "(--master, or [spark] master of ragtrack.toml)"
+        )
+
+
 def executor_env() -> dict[str, str]:
     """The variables an executor's agent and judges need that this process has: the keys ragtrack
     knows of and :data:`FORWARDED_ENV` (a worker started before they were set would lack them)."""
@@ -156,7 +194,9 @@ class SparkEngine:
 
     @classmethod
     def create(cls, config: ProjectConfig, master: str | None) -> SparkEngine:
-        return cls(master or config.spark.master, dict(config.spark.conf))
+        master = master or config.spark.master
+        reach_master(master)
+        return cls(master, dict(config.spark.conf))
 
     def _start(self, on_stage: Callable[[str], None], panel) -> tuple:
         """The session, how many tasks at once and each one's share of the judge endpoint, the executors' env."""

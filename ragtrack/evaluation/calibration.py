@@ -55,7 +55,42 @@ C = TypeVar("C", bound=CalibrationCase)
 
 
 def load_cases(path: str | Path) -> list[CalibrationCase]:
-    return [case for _, case in read_cases(path, CalibrationCase, "calibration set")]
+    """The calibration set, refused when it would measure nothing honestly: no case at all (an
+    agreement over n = 0), a case twice (counted twice), or one case labelled two ways (an ID, or the
+    same question and answer, on two lines with other labels: which label is right?)."""
+    read = read_cases(path, CalibrationCase, "calibration set")
+    if not read:
+        raise InputError([Problem(str(path), "holds no cases: a calibration needs hand-labelled cases")])
+    problems: list[Problem] = []
+    by_id: dict[str, tuple[int, CalibrationCase]] = {}
+    by_text: dict[tuple, tuple[int, CalibrationCase]] = {}
+    for line, case in read:
+        text = (case.lang, case.question, case.contexts, case.gt_answer, case.answer)
+        earlier = by_id.get(case.id) or by_text.get(text)
+        if earlier is None:
+            by_id[case.id], by_text[text] = (line, case), (line, case)
+            continue
+        first_line, first = earlier
+        same = "the same ID" if first.id == case.id else f"the same question and answer as {first.id!r}"
+        if first.labels == case.labels:
+            problems.append(Problem(str(path), f"a duplicate of line {first_line} ({same}): remove one", line, "id"))
+        else:
+            problems.append(
+                Problem(
+                    str(path),
+                    f"conflicts with line {first_line} ({same}, labels {_labels(first)} there, {_labels(case)} "
+                    "here): keep the right one",
+                    line,
+                    "labels",
+                )
+            )
+    if problems:
+        raise InputError(problems)
+    return [case for _, case in read]
+
+
+def _labels(case: CalibrationCase) -> str:
+    return ", ".join(f"{judge} {score}" for judge, score in sorted(case.labels.items()))
 
 
 def read_cases(path: str | Path, model: type[C], what: str) -> list[tuple[int, C]]:

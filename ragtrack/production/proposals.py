@@ -27,10 +27,14 @@ from dataclasses import dataclass
 
 from ragtrack.corpus import Corpus
 from ragtrack.production.triage import Cluster
-from ragtrack.text import content_tokens
+from ragtrack.text import content_tokens, overlap_units
 
 RRF_K = 60  # as the hybrid retriever fuses
 SEARCH_SUGGESTIONS = 5
+#: A pre-filled GT is a weak match when no passage of it holds this share of the question's words
+#: (English content words, stemmed; Chinese character bigrams): a search always ranks some passage
+#: first, even for a question this corpus cannot answer (logs of another app, another domain).
+WEAK_MATCH = 0.25
 MIN_PART_WORDS = 3  # a part of a question with fewer content words is not searched alone ("Is that normal")
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+|(?<=[。？！；])\s*")
 _JOINED = re.compile(
@@ -109,6 +113,19 @@ def suggest(
     ]
     gt = sorted(gt, key=lambda pid: (corpus.passages[pid].doc_id, corpus.passages[pid].start))
     return suggestions, gt, suggested_type(gt, corpus)
+
+
+def match_share(question: str, passage: str) -> float:
+    """The share of ``question``'s words (:func:`~ragtrack.text.overlap_units`) found in ``passage``."""
+    asked = overlap_units(question)
+    return len(asked & overlap_units(passage)) / len(asked) if asked else 0.0
+
+
+def weak_match(question: str, gt: list[str], corpus: Corpus) -> float | None:
+    """The best :func:`match_share` of the pre-filled GT passages when under :data:`WEAK_MATCH` (a
+    reviewer should doubt them), else None."""
+    best = max((match_share(question, corpus.passages[pid].text) for pid in gt), default=0.0)
+    return best if best < WEAK_MATCH else None
 
 
 def suggested_type(gt: list[str], corpus: Corpus) -> str:

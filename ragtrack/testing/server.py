@@ -74,7 +74,7 @@ class Request:
 @dataclass
 class Response:
     status: int
-    body: Any = None
+    body: Any = None  # JSON-able, or bytes the route serialised itself
     headers: dict[str, str] = field(default_factory=dict)
     events: list[Any] | None = None  # a server-sent event stream instead of a JSON body
 
@@ -221,6 +221,8 @@ class LoopbackServer:
                     data = "".join(f"data: {json.dumps(e)}\n\n" for e in response.events).encode()
                     data = b"event: ping\n\n" + data
                     kind = "text/event-stream"
+                elif isinstance(response.body, bytes):  # written by the route itself, sent as it is
+                    data, kind = response.body, "application/json"
                 else:
                     data, kind = json.dumps(response.body, ensure_ascii=False).encode(), "application/json"
                 try:

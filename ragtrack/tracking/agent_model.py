@@ -15,10 +15,13 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
     """pyfunc wrapper: the logged spec, and the model config (see ``answering.ModelSettings``)."""
 
     def load_context(self, context) -> None:
-        from ragtrack.tracking.answering import ModelSettings, load_spec_file
+        """Builds the agent now (corpus, index, models), not on the first question: a model server
+        answers its first request at once instead of timing it out while the agent loads."""
+        from ragtrack.tracking.answering import ModelSettings, built_agent, load_spec_file
 
         self._spec = load_spec_file(context.artifacts["spec"])
         self._settings = ModelSettings.of(context.model_config)
+        built_agent(self._spec, self._settings)
 
     def predict(self, context, model_input: list[str], params=None):
         """One ``{"answer", "retrieved_ids", "contexts", "context_ids", "version"}`` per question:
@@ -31,7 +34,13 @@ class RagAgentModel(mlflow.pyfunc.PythonModel):
         """
         from ragtrack.tracking.answering import answer_all
 
-        return answer_all(self._spec, self._settings, [str(q) for q in model_input])
+        questions = [str(q) for q in model_input]
+        if empty := [n for n, q in enumerate(questions, start=1) if not q.strip()]:
+            # MLflow's model server answers this exception with 400: an empty question is the caller's error.
+            raise mlflow.exceptions.MlflowException.invalid_parameter_value(
+                f"question {', '.join(map(str, empty))} of {len(questions)} is empty: send the questions to answer"
+            )
+        return answer_all(self._spec, self._settings, questions)
 
 
 mlflow.models.set_model(RagAgentModel())

@@ -37,6 +37,7 @@ from mlflow.tracing.provider import safe_set_span_in_context
 from ragtrack.errors import StoreError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
+from ragtrack.tracking.export_failures import cause, heard
 from ragtrack.tracking.store import Store, Tag, _quote, first_line
 from ragtrack.tracking.traces import context_of, retriever_document
 
@@ -123,21 +124,22 @@ class ProductionLog:
     def write(self, messages: list[ProductionMessage]) -> list[str]:
         """One trace per message, in the store before this returns; their trace IDs, in order.
 
-        MLflow's exporter reports a failed write (a full disk) as a warning and goes on: the traces are
-        looked up once written, and any the store did not keep is an error (the pull's cursor does not
-        move past them)."""
-        written = [self._trace(m) for m in messages]
-        if not written:
-            return []
-        mlflow.flush_trace_async_logging()
+        MLflow's exporter reports a failed write as a warning and goes on: the traces are looked up once
+        written, and any the store did not keep is an error saying why (the pull's cursor does not move
+        past them)."""
+        with heard() as said:
+            written = [self._trace(m) for m in messages]
+            if not written:
+                return []
+            mlflow.flush_trace_async_logging()
         kept: set[str] = set()
         for i in range(0, len(written), 100):
             ids = ", ".join(_quote(t) for t in written[i : i + 100])
             kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
         if lost := len(written) - len(kept & set(written)):
             raise StoreError(
-                f"the tracking store kept no trace of {lost} of {len(written)} production messages: MLflow could "
-                "not write them (a full disk? see its warnings); pull again once the store is fixed"
+                f"the tracking store kept no trace of {lost} of {len(written)} production messages: "
+                f"{cause(said)}; pull again once the store is fixed"
             )
         return written
 

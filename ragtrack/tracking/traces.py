@@ -52,6 +52,7 @@ from ragtrack.agent import STAGE_KINDS
 from ragtrack.errors import StoreError
 from ragtrack.evaluation.judges import HEURISTIC
 from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
+from ragtrack.tracking.export_failures import cause, heard
 from ragtrack.tracking.store import Store, Tag
 
 log = logging.getLogger(__name__)
@@ -81,17 +82,18 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
         AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
     )
     wrote: list[str] = []
-    for batch in _batches([r for r in records if r.id not in done]):
-        wrote += [r.id for r in batch if _trace(store, run, model_id, r, source)]
-        mlflow.flush_trace_async_logging()  # written before the next batch, and before the run is closed
+    with heard() as said:
+        for batch in _batches([r for r in records if r.id not in done]):
+            wrote += [r.id for r in batch if _trace(store, run, model_id, r, source)]
+            mlflow.flush_trace_async_logging()  # written before the next batch, and before the run is closed
     if wrote:
-        # MLflow's exporter reports a failed write (a full disk) as a warning and goes on: a run missing
-        # traces must not be closed as complete. Left unfinished, the same command logs them again.
+        # MLflow's exporter reports a failed write as a warning and goes on: a run missing traces must
+        # not be closed as complete. Left unfinished, the same command logs them again.
         kept = item_traces(store, run.run_id)
         if lost := [i for i in wrote if i not in kept]:
             raise StoreError(
                 f"the tracking store kept no trace of {len(lost)} of {len(wrote)} items ({', '.join(lost[:5])}"
-                f"{', …' if len(lost) > 5 else ''}): MLflow could not write them (a full disk? see its warnings); "
+                f"{', …' if len(lost) > 5 else ''}): {cause(said)}; "
                 "the run is left unfinished: fix the store, then run the same command again to finish it"
             )
     return len(wrote)

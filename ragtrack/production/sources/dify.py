@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ragtrack.agents.base import read_secret
@@ -33,7 +34,8 @@ from ragtrack.agents.dify import dify_check, resource_contexts
 from ragtrack.agents.endpoint import Endpoint, EndpointError, bearer_endpoint
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
-from ragtrack.production.messages import utc_iso
+from ragtrack.production import fields
+from ragtrack.production.fields import FieldError
 from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
 from ragtrack.spec import LoadedSpec, load_spec
 
@@ -110,13 +112,15 @@ class DifyFeedbacks:
         return str(info["name"]) if isinstance(info, dict) and isinstance(info.get("name"), str) else None
 
     def end_user(self, end_user_id: str) -> dict | None:
-        """The end user (``type``, ``session_id``), or None when Dify does not know them (404)."""
+        """The end user (``type``, ``session_id``), or None when Dify does not know them (404). The ID is
+        one encoded path segment (a feedback's ``from_end_user_id`` is the platform's word, not ours)."""
+        path = f"/end-users/{fields.path_segment(end_user_id)}"
         try:
-            reply = self.get(f"/end-users/{end_user_id}")
+            reply = self.get(path)
         except EndpointError as e:
             if e.status == 404:
                 return None
-            raise RagtrackError(f"Dify at {self.endpoint.base_url}: /end-users/{end_user_id}: {e}") from None
+            raise RagtrackError(f"Dify at {self.endpoint.base_url}: {path}: {e}") from None
         return reply if isinstance(reply, dict) else None
 
     def messages(self, conversation_id: str, user: str, known: Callable[[str], bool]) -> list[dict] | None:
@@ -141,20 +145,51 @@ class DifyFeedbacks:
             params["first_id"] = page[0].get("id")
 
 
-def ratings_of(feedbacks: list[dict]) -> dict[str, UserFeedback]:
-    """Message ID → the end user's rating and comment (admins' ratings are not an end user's)."""
-    out = {}
+@dataclass(frozen=True)
+class Rated:
+    """An end user's feedback of ``/app/feedbacks``, every field checked."""
+
+    message_id: str
+    conversation_id: str
+    end_user: str  # Dify's end-user ID (``from_end_user_id``)
+    feedback: UserFeedback | None  # None: the feedback holds no rating (withdrawn)
+
+
+def read_feedbacks(feedbacks: list[dict]) -> tuple[list[Rated], Counter[str]]:
+    """The end users' feedbacks, checked field by field; those not read counted by reason: admins'
+    (:data:`ADMIN`) and malformed ones, by field (a ``rating`` of ``5`` is no like or dislike)."""
+    out: list[Rated] = []
+    skipped: Counter[str] = Counter()
     for f in feedbacks:
-        if f.get("from_source") == "user" and f.get("rating") in ("like", "dislike"):
-            rated_at = f.get("updated_at") or f.get("created_at")
-            out[str(f.get("message_id"))] = UserFeedback(f["rating"], f.get("content") or None, _time(rated_at))
-    return out
+        if f.get("from_source") != "user":
+            skipped[ADMIN] += 1
+            continue
+        try:
+            rating = fields.field(f, "rating", fields.rating)
+            comment = fields.field(f, "content", fields.text)[0] or None
+            rated = Rated(
+                fields.field(f, "message_id", fields.identifier),
+                fields.field(f, "conversation_id", fields.identifier),
+                fields.field(f, "from_end_user_id", fields.identifier),
+                UserFeedback(rating, comment, _rated_at(f)) if rating else None,
+            )
+        except FieldError as e:
+            skipped[e.skip("feedbacks")] += 1
+            continue
+        out.append(rated)
+    return out, skipped
 
 
-def _time(value: Any) -> str | None:
+def ratings_of(rated: list[Rated]) -> dict[str, UserFeedback]:
+    """Message ID → the end user's rating and comment."""
+    return {r.message_id: r.feedback for r in rated if r.feedback is not None}
+
+
+def _rated_at(f: dict) -> str | None:
+    """When the rating was last given: optional, so a value that is no time is left out, not refused."""
     try:
-        return utc_iso(value)
-    except ValueError:
+        return fields.timestamp(f.get("updated_at") or f.get("created_at"))
+    except FieldError:
         return None
 
 
@@ -170,24 +205,19 @@ class DifySource:
         # (a session_id is the app's own name for its user).
         users: dict[str, tuple[str, str] | None] = {}
         feedbacks = self.client.feedbacks(progress)
-        ratings = ratings_of(feedbacks)
-        unresolved: Counter[str] = Counter()
-        unresolved[ADMIN] += sum(f.get("from_source") != "user" for f in feedbacks)
+        rated, unresolved = read_feedbacks(feedbacks)
+        ratings = ratings_of(rated)
         wanted: dict[tuple[str, str], list[str]] = defaultdict(list)  # (conversation, session) → rated messages
-        for f in feedbacks:
-            if f.get("from_source") != "user":
-                continue
-            end_user = str(f.get("from_end_user_id"))
-            if end_user not in users:
-                found = self.client.end_user(end_user)
-                users[end_user] = (str(found.get("type")), str(found.get("session_id"))) if found else None
-            known_user = users[end_user]
+        for f in rated:
+            if f.end_user not in users:
+                users[f.end_user] = _session(self.client.end_user(f.end_user))
+            known_user = users[f.end_user]
             if known_user is None:
                 unresolved[UNKNOWN_USER] += 1
             elif known_user[0] != "service_api":
                 unresolved[WEBAPP] += 1
             else:
-                wanted[(str(f.get("conversation_id")), known_user[1])].append(str(f.get("message_id")))
+                wanted[(f.conversation_id, known_user[1])].append(f.message_id)
         progress(f"{self.app}: {len(feedbacks)} feedbacks of {len(users)} end users, {len(wanted)} rated conversations")
         # Where the next pull starts is what the store holds (each conversation is read down to it); the
         # cursor only records what this one saw.
@@ -200,23 +230,42 @@ class DifySource:
                 continue
             ids = {str(m.get("id")) for m in listed}
             unresolved[MISSING] += sum(m not in ids and not known(m) for m in rated)
-            pulled = [_message(m, conversation, session, ratings) for m in listed]
+            pulled = []
+            for m in listed:
+                try:
+                    pulled.append(_message(m, conversation, session, ratings))
+                except FieldError as e:
+                    unresolved[e.skip("messages")] += 1
             if n % 10 == 0 or n == len(wanted):
                 progress(f"{self.app}: {n}/{len(wanted)} rated conversations read")
             yield Batch(messages=pulled, pulled=len(pulled), cursor=state)
         yield Batch(ratings=ratings, unresolved=+unresolved, cursor=state, feedbacks=len(feedbacks))
 
 
+def _session(end_user: dict | None) -> tuple[str, str] | None:
+    """(type, session_id) of an ``/end-users/{id}`` reply; None for an unknown user, or a reply without
+    a usable ``session_id`` (it is the ``user`` the conversation is read as)."""
+    if end_user is None:
+        return None
+    try:
+        session = fields.field(end_user, "session_id", fields.text)[0]
+    except FieldError:
+        return None
+    return (str(end_user.get("type")), session) if session else None
+
+
 def _message(m: dict, conversation: str, session: str, ratings: dict[str, UserFeedback]) -> PulledMessage:
+    """A listed message, every field checked (FieldError names the first that is not what Dify gives)."""
+    message_id = fields.field(m, "id", fields.identifier)
     return PulledMessage(
-        message_id=str(m.get("id")),
-        question=str(m.get("query") or ""),
-        answer=str(m.get("answer") or ""),
-        created_at=utc_iso(m.get("created_at") or 0),
+        message_id=message_id,
+        question=fields.field(m, "query", fields.text)[0],
+        answer=fields.field(m, "answer", fields.text)[0],
+        created_at=fields.field(m, "created_at", fields.timestamp),
         contexts=resource_contexts(m.get("retriever_resources")),
         conversation_id=conversation,
         user=session,
-        feedback=ratings.get(str(m.get("id"))),
+        feedback=ratings.get(message_id),
     )
 
 

@@ -5,8 +5,9 @@
      "created_at": "2025-03-01T09:30:00+08:00", "app_version": "bot-v3", "message_id": "m-981",
      "conversation_id": "c-77"}
 
-``rating`` is ``like``, ``dislike`` or null; ``comment`` and ``user`` may be null; a ``created_at``
-without a zone is UTC; ``contexts`` lists what the app retrieved, in rank order (``[]``: nothing), a
+``rating`` is ``like``, ``dislike`` or null; ``comment`` and ``user`` may be null; ``created_at`` is
+ISO 8601 (without a zone: UTC) or a number of Unix seconds or milliseconds, from 2000 to now;
+``contexts`` lists what the app retrieved, in rank order (``[]``: nothing), a
 context's ``id`` its own segment ID if it has one. A line without ``message_id`` is identified by
 a hash of its question, answer, user, time and app version, so exporting it again with another
 rating updates it. The whole file is checked before anything is stored: a bad line is one error
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import InputError, Problem, RagtrackError, problems_from_validation
 from ragtrack.files import read_jsonl
-from ragtrack.production.messages import utc_iso
+from ragtrack.production import fields
 from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
 
 BATCH = 200  # messages stored per step
@@ -55,13 +56,20 @@ class Record(BaseModel):
     # earlier ones as its history when it becomes a golden candidate.
     conversation_id: str | None = Field(default=None, min_length=1)
 
-    @field_validator("created_at")
+    @field_validator("created_at", mode="before")
     @classmethod
-    def _timestamp(cls, value: str) -> str:
-        try:
-            return utc_iso(value)
-        except ValueError:
-            raise ValueError(f"expected an ISO 8601 time such as 2025-03-01T09:30:00Z, got {value!r}") from None
+    def _timestamp(cls, value: object) -> str:
+        return fields.timestamp(value)  # its FieldError, a ValueError, is the line's problem
+
+    @field_validator("message_id")
+    @classmethod
+    def _identifier(cls, value: str | None) -> str | None:
+        return None if value is None else fields.identifier(value)
+
+    @field_validator("question", "answer", "comment", "user")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else fields.text(value)[0]
 
     def identity(self) -> str:
         """``message_id``, or a hash of what does not change when the user re-rates the answer."""

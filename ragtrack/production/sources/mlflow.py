@@ -33,9 +33,19 @@ from typing import TYPE_CHECKING, Any
 from ragtrack.agents.dify import dify_check
 from ragtrack.agents.mapping import PlatformContext
 from ragtrack.errors import RagtrackError
+from ragtrack.production import fields
+from ragtrack.production.fields import FieldError
 from ragtrack.production.messages import epoch_ms, utc_iso
 from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
-from ragtrack.production.sources.dify import ADMIN, WEBAPP, DifyFeedbacks, load_platform_spec, ratings_of, spec_endpoint
+from ragtrack.production.sources.dify import (
+    WEBAPP,
+    DifyFeedbacks,
+    Rated,
+    load_platform_spec,
+    ratings_of,
+    read_feedbacks,
+    spec_endpoint,
+)
 from ragtrack.tracking.production import TraceExperiment
 from ragtrack.tracking.store import resolve_tracking_uri
 
@@ -64,16 +74,26 @@ class MlflowSource:
         self._traces = experiment.traces
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
-        since = max(0, int(cursor.get("timestamp_ms") or 0) - MARGIN_MS)
-        runs: dict[str, str] = dict(cursor.get("runs") or {})  # Dify message ID → the chatflow run that answered it
+        resume, ignored = fields.cursor_ms(cursor, "timestamp_ms")
+        if ignored:
+            progress(f"{self.app}: the saved cursor is ignored ({ignored}): reading every trace again")
+        since = max(0, resume - MARGIN_MS)
+        saved_runs = cursor.get("runs") if isinstance(cursor.get("runs"), dict) else {}
+        # Dify message ID → the chatflow run that answered it
+        runs: dict[str, str] = {k: v for k, v in saved_runs.items() if isinstance(v, str)}
         retrievals: dict[str, list[PlatformContext]] = {}
         pending: list[tuple[int, PulledMessage, bool]] = []  # (time, message, a Dify chatbot message)
-        newest = int(cursor.get("timestamp_ms") or 0)
+        newest = resume
         read = others = 0
+        malformed: Counter[str] = Counter()  # traces skipped for a field that is no value, by field
         for trace in self._traces(f"timestamp_ms >= {since}" if since else "", spans=True):
             read += 1
             newest = max(newest, trace.info.request_time)
-            kind, message = _read(trace)
+            try:
+                kind, message = _read(trace)
+            except FieldError as e:
+                malformed[e.skip("traces")] += 1
+                continue
             if self.dify_app and _dify_app(trace) not in (None, self.dify_app):
                 others += 1  # another Dify app tracing into the same experiment
             elif kind == "dataset_retrieval" and message is not None:
@@ -89,6 +109,7 @@ class MlflowSource:
         progress(f"{self.app}: {read} traces read, {len(pending)} answered questions{skipped}")
         messages = [m for _, m, _ in sorted(pending, key=lambda p: (p[0], p[1].message_id))]
         ratings, unresolved, feedbacks = self._ratings(runs, messages, known, progress)
+        unresolved.update(malformed)
         for m in messages:  # stored with their ratings; the snapshot below re-rates those stored before
             m.feedback = ratings.get(m.message_id)
         for i in range(0, len(messages), PAGE):
@@ -113,13 +134,13 @@ class MlflowSource:
         if self.dify is None:
             return ratings, unresolved, 0
         feedbacks = self.dify.feedbacks(progress)
-        by_message = ratings_of(feedbacks)
+        rated, unresolved = read_feedbacks(feedbacks)
+        by_message = ratings_of(rated)
         read = {m.message_id for m in pulled}
-        unresolved[ADMIN] += sum(f.get("from_source") != "user" for f in feedbacks)
-        for f in feedbacks:
-            message = str(f.get("message_id"))
+        for f in rated:
+            message = f.message_id
             if message not in by_message:
-                continue  # an admin's
+                continue  # no rating
             if message not in runs and not (known(message) or message in read):
                 self._match_runs(f, runs, unresolved)
                 if message not in runs:
@@ -127,33 +148,37 @@ class MlflowSource:
             ratings[runs.get(message, message)] = by_message[message]
         return ratings, +unresolved, len(feedbacks)
 
-    def _match_runs(self, feedback: dict, runs: dict[str, str], unresolved: Counter[str]) -> None:
+    def _match_runs(self, feedback: Rated, runs: dict[str, str], unresolved: Counter[str]) -> None:
         """A feedback on a message no trace names: a chatflow's, whose run trace has only the conversation.
         Its conversation's messages (read as its end user) are matched to the conversation's runs by
         question and nearest start; ``runs`` keeps what was matched (message ID → run ID)."""
-        conversation = str(feedback.get("conversation_id"))
+        conversation = feedback.conversation_id
         query = TraceExperiment.session_is(conversation)
         turns = [
             (m.message_id, m.question, epoch_ms(m.created_at))
             for t in self._traces(query, spans=True)
-            if (read := _read(t))[0] == "workflow" and (m := read[1]) is not None
+            if (read := _read_or_skip(t))[0] == "workflow" and (m := read[1]) is not None
         ]
         if not turns:
             unresolved[NO_TRACE] += 1
             return
-        user = self.dify.end_user(str(feedback.get("from_end_user_id")))
+        user = self.dify.end_user(feedback.end_user)
         if user is None or user.get("type") != "service_api":
             unresolved[WEBAPP if user else UNMATCHED] += 1
             return
         free = [t for t in turns if t[0] not in runs.values()]
         for m in self.dify.messages(conversation, str(user.get("session_id")), lambda _: False) or []:
             candidates = [t for t in free if t[1] == str(m.get("query") or "")]
-            if candidates and str(m.get("id")) not in runs:
-                at = int(m.get("created_at") or 0) * 1000
+            try:
+                message_id = fields.field(m, "id", fields.identifier)
+                at = epoch_ms(fields.field(m, "created_at", fields.timestamp))
+            except FieldError:
+                continue  # a message that cannot be matched by time: its feedback is counted unmatched below
+            if candidates and message_id not in runs:
                 best = min(candidates, key=lambda t: abs(t[2] - at))
                 free.remove(best)
-                runs[str(m.get("id"))] = best[0]
-        if str(feedback.get("message_id")) not in runs:
+                runs[message_id] = best[0]
+        if feedback.message_id not in runs:
             unresolved[UNMATCHED] += 1
 
 
@@ -166,33 +191,36 @@ def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
         return "skip", None
     attributes = root.attributes or {}
     info = trace.info
-    user = info.trace_metadata.get(TraceExperiment.USER)
-    session = info.trace_metadata.get(TraceExperiment.SESSION)
-    created = utc_iso(info.request_time / 1000)
+    user = fields.text(info.trace_metadata.get(TraceExperiment.USER))[0] or None
+    session = fields.text(info.trace_metadata.get(TraceExperiment.SESSION))[0] or None
+    created = fields.named("request_time", info.request_time, fields.timestamp)
     if root.name in DIFY_AUXILIARY and "message_id" in attributes:
         return "skip", None
     if root.name == "dataset_retrieval" and "message_id" in attributes:
         outputs = root.outputs if isinstance(root.outputs, dict) else {}
         contexts = _contexts(outputs.get("documents"))
-        return "dataset_retrieval", PulledMessage(str(attributes["message_id"]), "", "", created, contexts)
+        message_id = fields.field(attributes, "message_id", fields.identifier)
+        return "dataset_retrieval", PulledMessage(message_id, "", "", created, contexts)
     if root.name == "message" and "message_id" in attributes and "conversation_mode" in attributes:
         return "message", PulledMessage(
-            message_id=str(attributes["message_id"]),
+            message_id=fields.field(attributes, "message_id", fields.identifier),
             question=_question(root.inputs),
             answer=_text(root.outputs),
             created_at=created,
-            conversation_id=str(attributes.get("conversation_id") or session or "") or None,
+            conversation_id=_conversation(attributes) or session,
             user=user,
         )
     if root.name == "workflow" and "workflow_run_id" in attributes:
         retriever = [s for s in spans if s.span_type == "RETRIEVER" and s.parent_id is not None]
         return "workflow", PulledMessage(
-            message_id=str(attributes.get("message_id") or attributes["workflow_run_id"]),
+            message_id=fields.field(
+                attributes, "message_id" if attributes.get("message_id") else "workflow_run_id", fields.identifier
+            ),
             question=_question(root.inputs),
             answer=_text(root.outputs),
             created_at=created,
             contexts=[c for s in retriever for c in _contexts(s.outputs)],
-            conversation_id=session or attributes.get("conversation_id") or None,
+            conversation_id=session or _conversation(attributes),
             user=user,
         )
     question = _question(root.inputs)
@@ -209,6 +237,19 @@ def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
         user=user,
         feedback=_assessed(info),
     )
+
+
+def _conversation(attributes: dict) -> str | None:
+    """A Dify trace's ``conversation_id`` attribute, checked (None when it has none)."""
+    return fields.field(attributes, "conversation_id", fields.identifier) if attributes.get("conversation_id") else None
+
+
+def _read_or_skip(trace: Trace) -> tuple[str, PulledMessage | None]:
+    """:func:`_read`, a trace with a field that is no value skipped (counted where traces are listed)."""
+    try:
+        return _read(trace)
+    except FieldError:
+        return "skip", None
 
 
 def _dify_app(trace: Trace) -> str | None:

@@ -17,6 +17,7 @@ is visible to the API key: the whole traffic (coverage ``all``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,7 +25,8 @@ from ragtrack.agents.endpoint import EndpointError
 from ragtrack.agents.ragflow import chunk_context, ragflow_check, without_citations
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
-from ragtrack.production.messages import utc_iso
+from ragtrack.production import fields
+from ragtrack.production.fields import FieldError
 from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
 from ragtrack.production.sources.dify import load_platform_spec, spec_endpoint
 
@@ -40,7 +42,7 @@ class RagflowSource:
         self.usage = Usage()
 
     def _page(self, page: int) -> list[dict]:
-        path = f"/api/v1/chats/{self.chat_id}/sessions"
+        path = f"/api/v1/chats/{fields.path_segment(self.chat_id)}/sessions"
         params = {"page": page, "page_size": PAGE, "orderby": "update_time", "desc": "true"}
         try:
             reply = self.endpoint.request("GET", path, params=params, usage=self.usage, step="logs")
@@ -51,17 +53,27 @@ class RagflowSource:
         return [s for s in data or [] if isinstance(s, dict)]
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
-        since = int(cursor.get("update_time") or 0)  # sessions updated before it were read whole
+        since, ignored = fields.cursor_ms(cursor, "update_time")  # sessions updated before it were read whole
+        if ignored:
+            progress(f"{self.app}: the saved cursor is ignored ({ignored}): reading every session again")
         newest, page, read = since, 1, 0
         while True:
             sessions = self._page(page)
-            fresh = [s for s in sessions if int(s.get("update_time") or 0) >= since]
-            messages = [m for s in fresh for m in session_messages(s)]
+            skipped: Counter[str] = Counter()
+            readable = []  # (session, its update_time in ms): those whose ID and time are values
+            for s in sessions:
+                try:
+                    fields.field(s, "id", fields.identifier)
+                    readable.append((s, fields.field(s, "update_time", fields.unix_ms)))
+                except FieldError as e:
+                    skipped[e.skip("sessions")] += 1
+            fresh = [(s, at) for s, at in readable if at >= since]
+            messages = [m for s, _ in fresh for m in session_messages(s, skipped)]
             read += len(fresh)
-            newest = max([newest, *(int(s.get("update_time") or 0) for s in fresh)])
+            newest = max([newest, *(at for _, at in fresh)])
             progress(f"{self.app}: {read} sessions read")
-            yield Batch(messages=messages, pulled=len(messages))
-            if len(fresh) < len(sessions) or len(sessions) < PAGE:
+            yield Batch(messages=messages, pulled=len(messages), unresolved=skipped)
+            if len(fresh) < len(readable) or len(sessions) < PAGE:
                 break
             page += 1
         # The newest update seen: the sessions listed after it (older) were all read. Saved only now,
@@ -69,36 +81,52 @@ class RagflowSource:
         yield Batch(cursor={"update_time": newest})
 
 
-def session_messages(session: dict) -> list[PulledMessage]:
-    """A session's answered questions: each user message with the assistant answer that follows it."""
+def session_messages(session: dict, skipped: Counter[str]) -> list[PulledMessage]:
+    """A session's answered questions: each user message with the assistant answer that follows it.
+    An answer with a field that is no value is left out, and a rating that is none dropped, each
+    counted in ``skipped`` by field."""
     messages = [m for m in session.get("messages") or [] if isinstance(m, dict)]
     references = _references(session, messages)
     out = []
     answered = 0
+    session_id = fields.field(session, "id", fields.identifier)
     for n, m in enumerate(messages):
         if m.get("role") != "assistant" or n == 0 or messages[n - 1].get("role") != "user":
             continue  # the opening greeting, or an assistant message that answers nothing
         question = messages[n - 1]
         chunks = references[answered] if answered < len(references) else []
         answered += 1
-        thumb = m.get("thumbup")
-        feedback = None
-        if isinstance(thumb, bool):
-            feedback = UserFeedback("like" if thumb else "dislike", None if thumb else (m.get("feedback") or None))
-        session_id = str(session.get("id"))
-        out.append(
-            PulledMessage(
-                message_id=str(m.get("id") or f"{session_id}#{answered}"),
-                question=str(question.get("content") or ""),
-                answer=without_citations(str(m.get("content") or "")),
-                created_at=_time(m.get("created_at") or question.get("created_at") or session.get("create_time")),
+        try:
+            message = PulledMessage(
+                message_id=fields.field(m, "id", fields.identifier) if m.get("id") else f"{session_id}#{answered}",
+                question=fields.field(question, "content", fields.text)[0],
+                answer=without_citations(fields.field(m, "content", fields.text)[0]),
+                created_at=_created(m, question, session),
                 contexts=[chunk_context(c, rank) for rank, c in enumerate(chunks, start=1)],
                 conversation_id=session_id,
-                user=str(session.get("user_id") or "") or None,
-                feedback=feedback,
+                user=fields.field(session, "user_id", fields.text)[0] or None,
             )
-        )
+        except FieldError as e:
+            skipped[e.skip("answers")] += 1
+            continue
+        try:
+            rating = fields.field(m, "thumbup", fields.thumb)
+            comment = fields.field(m, "feedback", fields.text)[0] if rating == "dislike" else ""
+        except FieldError as e:
+            skipped[e.skip("ratings")] += 1
+            rating = None
+        message.feedback = UserFeedback(rating, comment or None) if rating else None
+        out.append(message)
     return out
+
+
+def _created(answer: dict, question: dict, session: dict) -> str:
+    """When the answer was given: its own ``created_at``, else its question's, else the session's
+    ``create_time`` — the first that is there, which must be a time."""
+    for name, record in (("created_at", answer), ("created_at", question), ("create_time", session)):
+        if record.get(name) is not None:
+            return fields.field(record, name, fields.timestamp)
+    raise FieldError("absent (no created_at, nor the session's create_time)", None, "created_at")
 
 
 def _references(session: dict, messages: list[dict]) -> list[list[dict]]:
@@ -113,13 +141,6 @@ def _references(session: dict, messages: list[dict]) -> list[list[dict]]:
         chunks = entry.get("chunks") if isinstance(entry, dict) else entry
         out.append([c for c in chunks or [] if isinstance(c, dict)])
     return out
-
-
-def _time(value: Any) -> str:
-    try:
-        return utc_iso(value)
-    except ValueError:
-        return utc_iso(0)
 
 
 def open_source(request: SourceRequest) -> RagflowSource:
