@@ -235,11 +235,13 @@ def compare_paired(
     clusters: Sequence[Hashable] | None = None,
     samples: Sequence[ItemSamples] | None = None,
     resamples: int = 20_000,
+    test: bool = True,
 ) -> PairedDifference:
     """Summary of b versus a over the same items (same order), clustered when ``clusters`` are given.
     ``samples`` (per item, the judge verdicts behind each side's score) only report the judge's own
     noise (:attr:`PairedDifference.within_sd`): the interval already carries it. ``resamples`` and
-    ``seed``: the sign-flip test's, beyond 16 clusters."""
+    ``seed``: the sign-flip test's, beyond 16 clusters; ``test=False`` skips it (p 1: a simulation of the
+    interval gate, which reads only the interval, runs thousands of evals)."""
     if len(a) != len(b):
         raise ValueError("paired scores need the same items on both sides")
     diffs = [y - x for x, y in zip(a, b, strict=True)]
@@ -257,7 +259,7 @@ def compare_paired(
         delta=float(np.mean(diffs)) if n else 0.0,
         ci_low=low,
         ci_high=high,
-        p_value=paired_permutation_p(diffs, resamples, seed=seed, clusters=clusters),
+        p_value=paired_permutation_p(diffs, resamples, seed=seed, clusters=clusters) if test else 1.0,
         clusters=int(codes.max()) + 1 if clusters is not None and n else 0,
         se=clustered_se(diffs, clusters),
         judge_samples=max((max(len(sa), len(sb)) for sa, sb in samples), default=1) if samples else 1,
