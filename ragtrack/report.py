@@ -143,7 +143,7 @@ def comparison_table(report: ComparisonReport, wide: bool = False) -> Table:
     table = Table(
         title=f"{a} vs {b}  ({inputs_text(report.a, report.b)})",
         title_justify="left",
-        caption="Δ = b − a; 95% CI: t over clusters (C − 1 df)"
+        caption="Δ = b − a; 95% CI: t over clusters (CR2 SE, ≤ C − 1 df)"
         + (", judge samples averaged per item" if sampled else "")
         + f"; * the interval excludes 0 and the Holm-adjusted p (one family of {len(report.rows)} tests) < 0.05;"
         " ◆ the promotion rule's metrics (promote decides on its own one-sided tests)"

@@ -61,6 +61,18 @@ def test_clustered_standard_error_by_hand():
     )
 
 
+def test_bell_mccaffrey_degrees_of_freedom():
+    from ragtrack.evaluation.stats import degrees_of_freedom
+
+    assert degrees_of_freedom(None, 48) == pytest.approx(47)  # items: n − 1
+    assert degrees_of_freedom(list(range(16)) * 3, 48) == pytest.approx(15)  # equal clusters: C − 1
+    # sizes 3, 1, 1 of 5: B = diag(1/(1 − n_c/5)) (diag(n) − n nᵀ/5) = [[3.0, −1.5, −1.5], [−0.75, 1, −0.25],
+    # [−0.75, −0.25, 1]]: tr B = 5; diagonal of B²: 9 + 2·1.125 = 11.25, 1.125 + 1 + 0.0625 = 2.1875 twice
+    # → tr B² = 15.625, df = 25 / 15.625 = 1.6 (not C − 1 = 2: one cluster holds most of the set)
+    assert degrees_of_freedom(["a", "a", "a", "b", "c"], 5) == pytest.approx(1.6)
+    assert degrees_of_freedom(["a", "a"], 2) == 0.0
+
+
 def test_no_variation_is_no_interval():
     r = compare_paired([5.0] * 12, [5.0] * 12)
     assert not r.varies and r.no_variation == "no variation in 12 items — not evidence"

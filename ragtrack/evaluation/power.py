@@ -41,12 +41,12 @@ from ragtrack.evaluation.stats import MIN_TESTABLE_UNITS, PairedDifference
 ALPHA, POWER = 0.05, 0.80
 
 
-def multiplier(df: int, alpha: float = ALPHA, power: float = POWER) -> float:
+def multiplier(df: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """t_{df, 1−α/2} + t_{df, power}: how many standard errors the MDE is (2.80 for large df, 3.26 at 7)."""
     return float(t.ppf(1 - alpha / 2, df) + t.ppf(power, df))
 
 
-def detection_power(delta: float, se: float, df: int, alpha: float = ALPHA) -> float:
+def detection_power(delta: float, se: float, df: float, alpha: float = ALPHA) -> float:
     """The chance the 95 % t interval's lower bound is above 0 when the true difference is ``delta``
     (noncentral t with ``df`` degrees of freedom and noncentrality Δ / SE)."""
     if se <= 0 or df < 1:
@@ -88,7 +88,7 @@ def power_of(metric: str, diff: PairedDifference, delta: float | None = None) ->
     if c < MIN_TESTABLE_UNITS:
         why = f"{c} clusters: too few for any test at 5% (a sign-flip test needs {MIN_TESTABLE_UNITS})"
         return Power(metric, diff.n, c, se, None, why, delta)
-    mde = multiplier(c - 1) * se
+    mde = multiplier(diff.df) * se
     if delta is None:
         return Power(metric, diff.n, c, se, mde)
     return Power(metric, diff.n, c, se, mde, "", delta, new_documents(diff, delta), same_documents(diff, delta))
@@ -98,10 +98,10 @@ def new_documents(diff: PairedDifference, delta: float) -> int:
     """Items needed for ``delta`` when the set grows alike (items per cluster kept): the smallest N whose
     SE · √(n/N) times the t multiplier at its clusters (C · N/n) reaches ``delta``."""
     n, c = diff.n, diff.units
-    need = max(2, math.ceil(n * (multiplier(c - 1) * diff.se / delta) ** 2))
+    need = max(2, math.ceil(n * (multiplier(diff.df) * diff.se / delta) ** 2))
     for _ in range(20):  # the multiplier falls as C grows with N: a few fixed-point steps settle it
-        clusters = max(2, math.ceil(c * need / n))
-        following = max(2, math.ceil(n * (multiplier(clusters - 1) * diff.se / delta) ** 2))
+        grown = diff.df * math.ceil(c * need / n) / c  # the df grow with the clusters, in proportion
+        following = max(2, math.ceil(n * (multiplier(max(grown, 1.0)) * diff.se / delta) ** 2))
         if following == need:
             break
         need = following
@@ -111,7 +111,7 @@ def new_documents(diff: PairedDifference, delta: float) -> int:
 def same_documents(diff: PairedDifference, delta: float) -> int | None:
     """Items needed for ``delta`` from new items on the existing clusters (C fixed): the k with
     multiplier · SE · √(b + (1 − b)/k) ≤ Δ, times n; None when the between-cluster part alone is too much."""
-    m, b = multiplier(diff.units - 1), diff.between
+    m, b = multiplier(diff.df), diff.between
     target = (delta / (m * diff.se)) ** 2  # the share of today's variance that would be small enough
     if target <= b:
         return None

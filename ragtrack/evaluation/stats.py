@@ -12,17 +12,16 @@ golden sets shape the interval:
   error of Miller (2024), "Adding Error Bars to Evals: A Statistical Approach to
   Language Model Evaluations" (arXiv:2411.00640), eq. 4.
 * **Few clusters.** With C clusters the standard error is estimated from C sums,
-  so the interval is Student's t with C − 1 degrees of freedom (Cameron & Miller
-  2015, "A Practitioner's Guide to Cluster-Robust Inference", *J. Human
-  Resources* 50:317–372, §VI), on the CR2 (bias-reduced) standard error of Bell &
-  McCaffrey (2002), which for a mean weighs each cluster's residual sum by
-  1 / (1 − n_c / N): equal to the usual C / (C − 1) correction when clusters are
-  equal, larger when one cluster holds much of the set (where the plain one
-  flatters). Measured by ``benchmarks/stats_simulation.py``: 93–97 % coverage
-  with independent items, 16 and 5–8 unequal clusters, multi-document items and
-  per-type rows of 12 items with ties at the ceiling, where the percentile
-  bootstrap this replaces covered 78 % (n = 12) and 88 % (items spanning two
-  documents).
+  so the interval is Student's t (Cameron & Miller 2015, "A Practitioner's Guide
+  to Cluster-Robust Inference", *J. Human Resources* 50:317–372, §VI) on the CR2
+  (bias-reduced) standard error of Bell & McCaffrey (2002), which for a mean
+  weighs each cluster's residual sum by 1 / (1 − n_c / N), with their degrees of
+  freedom: C − 1 when clusters are equal, fewer when one cluster holds much of the
+  set (where the plain C / (C − 1) correction and C − 1 flatter). Measured by
+  ``benchmarks/stats_simulation.py``: 93–97 % coverage with independent items, 16
+  and 5–8 unequal clusters, multi-document items and per-type rows of 12 items
+  with ties at the ceiling, where the percentile bootstrap this replaces covered
+  78 % (n = 12) and 88 % (items spanning two documents).
 * **A judge disagrees with itself.** Asked K times (``--judge-samples``), the
   item's score is the mean of K verdicts; the spread of those item means already
   holds the judge's noise, so the same interval carries both levels (resampling
@@ -79,6 +78,7 @@ class PairedDifference:
     within_sd: float | None = None  # mean within-item SD of d over the judge samples (None: one verdict)
     largest: int = 1  # items in the largest cluster
     between: float = 0.0  # share of the variance of delta between clusters (0: each item its own)
+    dof: float | None = None  # the t interval's degrees of freedom (None: units − 1)
 
     @property
     def units(self) -> int:
@@ -86,9 +86,10 @@ class PairedDifference:
         return self.clusters or self.n
 
     @property
-    def df(self) -> int:
-        """Degrees of freedom of the t interval: units − 1."""
-        return max(self.units - 1, 0)
+    def df(self) -> float:
+        """Degrees of freedom of the t interval: Bell–McCaffrey's (units − 1 with equal clusters, fewer
+        when they are unequal)."""
+        return self.dof if self.dof is not None else max(self.units - 1, 0)
 
     @property
     def varies(self) -> bool:
@@ -163,21 +164,36 @@ def clustered_se(diffs: Sequence[float], clusters: Sequence[Hashable] | None = N
     return float(np.sqrt(variance)) if variance > 1e-24 else 0.0
 
 
+def degrees_of_freedom(clusters: Sequence[Hashable] | None, n: int) -> float:
+    """Bell & McCaffrey's (2002) degrees of freedom of the CR2 variance of a mean: (tr B)² / tr(B²) with
+    B = diag(1/(1 − n_c/N)) · (diag(n_c) − n nᵀ/N). Equal clusters: exactly C − 1 (n − 1 for items);
+    unequal ones: fewer, as a set dominated by one large document holds less information than C suggests
+    (at cluster sizes 12, 9, 8, 6, 5, 4, 2, 2: 5.2 instead of 7)."""
+    if n < 2:
+        return 0.0
+    sizes = np.bincount(cluster_codes(clusters, n)).astype(float)
+    if sizes.size < 2:
+        return 0.0
+    b = (np.diag(sizes) - np.outer(sizes, sizes) / n) / (1 - sizes / n)[:, None]
+    return float(np.trace(b) ** 2 / np.sum(b * b.T))
+
+
 def t_interval(
     values: Sequence[float], clusters: Sequence[Hashable] | None = None, confidence: float = 0.95
 ) -> tuple[float, float]:
-    """mean ± t_{C−1} · CR2 SE (C clusters; each item its own when none are given); the mean twice when the
-    values do not vary between clusters (no interval: see :attr:`PairedDifference.no_variation`)."""
+    """mean ± t_df · CR2 SE (df: :func:`degrees_of_freedom`, C − 1 for equal clusters; each item its own
+    cluster when none are given); the mean twice when the values do not vary between clusters (no
+    interval: see :attr:`PairedDifference.no_variation`)."""
     from scipy.stats import t
 
     d = np.asarray(values, dtype=float)
     if d.size == 0:
         return 0.0, 0.0
     mean, se = float(d.mean()), clustered_se(d, clusters)
-    units = int(cluster_codes(clusters, d.size).max()) + 1
-    if se == 0 or units < 2:
+    df = degrees_of_freedom(clusters, d.size)
+    if se == 0 or df <= 0:
         return mean, mean
-    half = float(t.ppf(1 - (1 - confidence) / 2, units - 1)) * se
+    half = float(t.ppf(1 - (1 - confidence) / 2, df)) * se
     return mean - half, mean + half
 
 
@@ -266,6 +282,7 @@ def compare_paired(
         within_sd=float(np.mean([np.sqrt(_within(sa) + _within(sb)) for sa, sb in samples])) if samples else None,
         largest=int(np.bincount(codes).max()) if n else 0,
         between=between_share(diffs, clusters),
+        dof=degrees_of_freedom(clusters, n),
     )
 
 

@@ -266,21 +266,25 @@ def printed_mde(d: Design, runs: int = 200, seed: int = 99) -> float:
 
 def gate_promotions(
     runs: int, require_interval: bool, seed: int = 0, design: Design | None = None, gain: float = 0.0
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """Of ``runs`` challengers whose true correctness gain (on the verdicts' scale) is ``gain`` and whose
-    groundedness is unchanged, how many the rule promotes, and how many the correctness test alone
-    detects (its interval's lower bound above 0): the spec's mean rule, or the interval gate."""
+    groundedness is unchanged, how many the rule promotes, how many the correctness test alone detects
+    (its interval's lower bound above 0), and the mean power to show groundedness non-inferior that the
+    decisions printed: the spec's mean rule, or the interval gate."""
     d = design or KINDS["16 document clusters"]
     latent = latent_for(d, gain) if gain else 0.0
     rng = np.random.default_rng(seed)
     rule = Rule(require_interval=require_interval)
     champion = Champion("1", "v1", _summary("v1", "champion-run"))
     promoted = detected = 0
+    printed = []
     for _ in range(runs):
         both = {
             "correctness": paired(simulate(rng, replace(d, delta=latent))),
             "groundedness": paired(simulate(rng, replace(d, delta=0.0))),
         }
-        promoted += decide(_summary("v2", "challenger-run"), champion, rule, both).promoted
+        decision = decide(_summary("v2", "challenger-run"), champion, rule, both)
+        promoted += decision.promoted
         detected += both["correctness"].varies and both["correctness"].ci_low > 0
-    return promoted, detected
+        printed.append(decision.figures.get("groundedness_power", 0.0))
+    return promoted, detected, float(np.mean(printed))
