@@ -20,6 +20,9 @@ from ragtrack.cli import (
     write_markdown,
 )
 
+#: ``compare``'s output width unless ``--wide``: a CI log or a terminal of 120 columns shows it uncut.
+COMPARE_WIDTH = 120
+
 _AS_EVALUATED = click.option(
     "--llm", help="The version as `ragtrack eval --llm` ran it (an LLM override is a model version of its own)."
 )
@@ -111,6 +114,8 @@ def compare(
                 json_out, {"command": "compare", "same_as_champion": True, "message": str(same), "exit_status": 0}
             )
             sys.exit(0)
+    if not wide:  # a terminal or a CI log: at most 120 columns (long questions and lines wrap)
+        console.width = min(console.width, COMPARE_WIDTH)
     show(view.comparison_table(report, wide))
     for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
         console.print(line, highlight=False)
