@@ -14,6 +14,7 @@ from rich.table import Table
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import inputs_text
 from ragtrack.evaluation.judges import JUDGES
+from ragtrack.evaluation.promotion import figure_interval
 from ragtrack.evaluation.stats import MIN_TESTABLE_UNITS, p_text
 
 if TYPE_CHECKING:
@@ -301,7 +302,7 @@ def decision_lines(d: Decision) -> list[str]:
         for name, width in (("correctness", "  "), ("groundedness", " ")):
             lines.append(
                 f"{name}{width}{d.champion}: {f[f'champion_{name}']:.3f}   {d.version}: "
-                f"{f[f'challenger_{name}_paired']:.3f}   Δ {f[f'{name}_delta']:+.3f} " + _interval(f, name)
+                f"{f[f'challenger_{name}_paired']:.3f}   Δ {f[f'{name}_delta']:+.3f} " + figure_interval(f, name)
             )
         lines += power_of_decision(f)
     for gate in d.gates:
@@ -312,13 +313,6 @@ def decision_lines(d: Decision) -> list[str]:
     lines += [f"[yellow]warning: {escape(w)}[/]" for w in d.warnings]
     lines.append(f"decision recorded in run {d.decision_run_id}")
     return lines
-
-
-def _interval(f: dict[str, float], name: str) -> str:
-    """A decision's 95% interval of ``name``'s Δ, or why it has none."""
-    if f"{name}_ci_low" in f:
-        return f"[{f[f'{name}_ci_low']:+.3f}, {f[f'{name}_ci_high']:+.3f}]"
-    return f"no variation in {int(f['paired_items'])} items — not evidence"
 
 
 def power_of_decision(f: dict[str, float]) -> list[str]:

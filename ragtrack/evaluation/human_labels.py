@@ -275,6 +275,8 @@ class PPIReport:
                     "ci_low": None if f.ppi is None else f.ppi.ci_low,
                     "ci_high": None if f.ppi is None else f.ppi.ci_high,
                     "labelled": 0 if f.ppi is None else f.ppi.labelled,
+                    "lam": None if f.ppi is None else f.ppi.lam,
+                    "labels_only_ci": None if f.ppi is None else list(f.ppi.labels_only),
                     "reason": f.reason or None,
                 }
                 for f in self.figures

@@ -4,7 +4,7 @@ A challenger becomes champion only when, on the same golden set and judge:
 
 * its mean correctness beats the champion's by more than ``margin`` (default 0), and
 * its mean groundedness is not below the champion's minus ``tolerance`` (default 0);
-* optionally, the correctness gain is significant: its 95% paired-bootstrap interval excludes 0
+* optionally, the correctness gain is significant: its 95% t interval over clusters excludes 0
   and the sign-flip p < 0.05 (the two can disagree at the edge; both must hold);
 * optionally (``[promotion] require_interval``), the intervals decide, as two tests declared in
   advance (each one-sided at 2.5 %: the lower bound of a 95 % t interval): correctness
@@ -96,6 +96,13 @@ class Rule:
                 f"{self.margin:g}, superiority; groundedness Δ low > -{tol:g}, non-inferiority)"
             )
         return text
+
+
+def figure_interval(figures: Mapping[str, float], name: str) -> str:
+    """A decision's 95% interval of ``name``'s Δ (``[-0.141, +0.516]``), or why it has none."""
+    if f"{name}_ci_low" in figures:
+        return f"[{figures[f'{name}_ci_low']:+.3f}, {figures[f'{name}_ci_high']:+.3f}]"
+    return f"no variation in {int(figures.get('paired_items', 0))} items — not evidence"
 
 
 @dataclass(frozen=True)
