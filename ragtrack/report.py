@@ -235,8 +235,9 @@ def ppi_lines(ppi: PPIReport | None, delta: bool = False) -> list[str]:
             lines.append(f"  {f.metric:<13} {judge}   PPI — ({f.reason})")
             continue
         e = f.ppi
+        interval = f"[{e.ci_low:{sign}.3f}, {e.ci_high:{sign}.3f}]" if e.se > 0 else "(no variation: not evidence)"
         lines.append(
-            f"  {f.metric:<13} {judge}   PPI {e.estimate:{sign}.3f} [{e.ci_low:{sign}.3f}, {e.ci_high:{sign}.3f}]"
+            f"  {f.metric:<13} {judge}   PPI {e.estimate:{sign}.3f} {interval}"
             f"   {e.labelled} labelled of {f.items}, judge weight λ {e.lam:.2f}"
         )
     return lines

@@ -114,14 +114,18 @@ def compare(
                 json_out, {"command": "compare", "same_as_champion": True, "message": str(same), "exit_status": 0}
             )
             sys.exit(0)
+    full = console.width
     if not wide:  # a terminal or a CI log: at most 120 columns (long questions and lines wrap)
-        console.width = min(console.width, COMPARE_WIDTH)
-    show(view.comparison_table(report, wide))
-    for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
-        console.print(line, highlight=False)
-    for line in view.ppi_lines(report.ppi, delta=True):
-        console.print(line, markup=False, highlight=False)
-    show(view.moved_items_table(report, show_items))
+        console.width = min(full, COMPARE_WIDTH)
+    try:
+        show(view.comparison_table(report, wide))
+        for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
+            console.print(line, highlight=False)
+        for line in view.ppi_lines(report.ppi, delta=True):
+            console.print(line, markup=False, highlight=False)
+        show(view.moved_items_table(report, show_items))
+    finally:  # the console outlives the command in a caller's process (a test's CliRunner)
+        console.width = full
     for w in report.warnings:
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
