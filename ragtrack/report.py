@@ -14,7 +14,8 @@ from rich.table import Table
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import inputs_text
 from ragtrack.evaluation.judges import JUDGES
-from ragtrack.evaluation.stats import p_text
+from ragtrack.evaluation.promotion import figure_interval
+from ragtrack.evaluation.stats import MIN_TESTABLE_UNITS, p_text
 
 if TYPE_CHECKING:
     from ragtrack.agents.importer import ImportReport
@@ -136,22 +137,27 @@ def accounting_table(accounting: dict[str, dict[str, dict[str, float]]]) -> Tabl
     return table
 
 
-def comparison_table(report: ComparisonReport) -> Table:
+def comparison_table(report: ComparisonReport, wide: bool = False) -> Table:
+    """The paired table; 120 columns at most unless ``wide`` (the raw p beside the Holm-adjusted one,
+    the clusters and the standard error of each row)."""
     a, b = report.a.version, report.b.version
     untestable = any(not r.diff.testable for r in report.rows)
-    secondary = sum(not r.primary for r in report.rows)
     sampled = any(r.diff.judge_samples > 1 for r in report.rows)
     table = Table(
         title=f"{a} vs {b}  ({inputs_text(report.a, report.b)})",
         title_justify="left",
-        caption="Δ = b − a; 95% CI: paired bootstrap over clusters"
-        + (" and judge samples" if sampled else "")
-        + "; ◆ primary test (the promotion rule's), marked * at its own p < 0.05; other rows marked * when "
-        f"the interval excludes 0 and the Holm-adjusted p (across their {secondary} tests) < 0.05"
+        caption="Δ = b − a; 95% CI: t over clusters (CR2 SE, ≤ C − 1 df)"
+        + (", judge samples averaged per item" if sampled else "")
+        + f"; * the interval excludes 0 and the Holm-adjusted p (one family of {len(report.rows)} tests) < 0.05;"
+        " ◆ the promotion rule's metrics (promote decides on its own one-sided tests)"
         + ("; rows with ≤ 5 clusters are never marked" if untestable else ""),
         caption_justify="left",
     )
-    for col in ("metric", "scope", a, b, "Δ", "95% CI", "p", "p Holm", "n"):
+    columns = ["metric", "scope", a, b, "Δ", "95% CI", "p Holm", "n"]
+    if wide:
+        columns[6:6] = ["p"]
+        columns += ["clusters", "SE"]
+    for col in columns:
         table.add_column(col, justify="left" if col in ("metric", "scope") else "right", no_wrap=True)
     order = {name: i for i, name in enumerate(dict.fromkeys(r.metric for r in report.rows))}
     for row in sorted(report.rows, key=lambda r: (order[r.metric], r.scope != m.ALL, r.scope)):
@@ -160,35 +166,39 @@ def comparison_table(report: ComparisonReport) -> Table:
         delta = f"[{colour}]{d.delta:+.2f}*[/]" if colour else f"{d.delta:+.2f}"
         n = f"{d.n}" if not row.partial else f"[yellow]{d.n}/{row.items_total}[/]"
         name = row.metric + (" ◆" if row.primary else "") if row.scope == m.ALL else ""
-        table.add_row(
-            name,
-            row.scope,
-            f"{d.mean_a:.3f}",
-            f"{d.mean_b:.3f}",
-            delta,
-            f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
-            d.p_text,
-            "primary" if row.primary else p_text(row.p_adjusted),
-            n,
-            end_section=row.scope == m.TYPES[-1],
-        )
+        ci = f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d.varies else "[dim]no variation: not evidence[/]"
+        cells = [name, row.scope, f"{d.mean_a:.3f}", f"{d.mean_b:.3f}", delta, ci, p_text(row.p_adjusted), n]
+        if wide:
+            cells[6:6] = [d.p_text]
+            cells += [str(d.units), f"{d.se:.3f}"]
+        table.add_row(*cells, end_section=row.scope == m.TYPES[-1])
     return table
 
 
 def power_lines(power: list[Power], clusters: str = "") -> list[str]:
-    """``clustered by …`` and the minimum detectable Δ of each primary metric (and the items a named Δ needs)."""
+    """``clustered by …`` and the minimum detectable Δ of each primary metric (or why there is none), and
+    the items a named Δ needs from new documents and from new items on these documents."""
     lines = [clusters] if clusters else []
-    if power:
-        parts = []
-        for p in power:
-            if not p.estimable:
-                parts.append(f"{p.metric} — (every paired difference alike: no variance to estimate it from)")
-                continue
-            text = f"{p.metric} {p.mde:.2f}"
-            if p.delta is not None:
-                text += f" (Δ {p.delta:g} needs ~{p.items_needed} items)"
-            parts.append(text)
-        lines.append(f"minimum detectable Δ at 80% power (α 0.05, this set's {power[0].n} items): " + ", ".join(parts))
+    if not power:
+        return lines
+    parts = []
+    for p in power:
+        if p.mde is None:
+            parts.append(f"{p.metric} none ({p.reason})")
+            continue
+        text = f"{p.metric} {p.mde:.2f}"
+        if p.delta is not None:
+            same = (
+                f"~{p.items_same_documents} on these documents"
+                if p.items_same_documents is not None
+                else "unreachable on these documents"
+            )
+            text += f" (Δ {p.delta:g} needs ~{p.items_new_documents} items on new documents, {same})"
+        parts.append(text)
+    lines.append(
+        f"minimum detectable Δ at 80% power (t, α 0.05, this set's {power[0].n} items in {power[0].clusters} "
+        "clusters): " + ", ".join(parts)
+    )
     return lines
 
 
@@ -219,14 +229,18 @@ def ppi_lines(ppi: PPIReport | None, delta: bool = False) -> list[str]:
         )
     lines = [head]
     for f in ppi.figures:
-        judge = f"judge {f.judge:{sign}.3f} [{f.judge_low:{sign}.3f}, {f.judge_high:{sign}.3f}]"
+        spread = (
+            f"[{f.judge_low:{sign}.3f}, {f.judge_high:{sign}.3f}]" if f.judge_high > f.judge_low else "(no variation)"
+        )
+        judge = f"judge {f.judge:{sign}.3f} {spread}"
         if f.ppi is None:
             lines.append(f"  {f.metric:<13} {judge}   PPI — ({f.reason})")
             continue
         e = f.ppi
+        interval = f"[{e.ci_low:{sign}.3f}, {e.ci_high:{sign}.3f}]" if e.se > 0 else "(no variation: not evidence)"
         lines.append(
-            f"  {f.metric:<13} {judge}   PPI {e.estimate:{sign}.3f} [{e.ci_low:{sign}.3f}, {e.ci_high:{sign}.3f}]"
-            f"   {e.labelled} labelled of {f.items}"
+            f"  {f.metric:<13} {judge}   PPI {e.estimate:{sign}.3f} {interval}"
+            f"   {e.labelled} labelled of {f.items}, judge weight λ {e.lam:.2f}"
         )
     return lines
 
@@ -269,10 +283,10 @@ def comparison_text(
     )
     for r in rows:
         d = r.diff
-        adjusted = "primary" if r.primary else p_text(r.p_adjusted)
+        adjusted = p_text(r.p_adjusted)
         lines.append(
             f"{r.metric:<20}{r.scope:<8}{d.mean_a:>8.3f}{d.mean_b:>8.3f}{d.delta:>+9.3f}"
-            f"  [{d.ci_low:+.3f}, {d.ci_high:+.3f}]  {d.p_text:>6}  {adjusted:>7} {d.n}/{r.items_total}"
+            f"  {d.interval_text():<16}  {d.p_text:>6}  {adjusted:>7} {d.n}/{r.items_total}"
             + ("  *" if r.significant else "")
         )
     lines += ["", *power_lines(power or [], clusters)]
@@ -288,25 +302,12 @@ def decision_lines(d: Decision) -> list[str]:
     lines = [f"[yellow]note:[/] {escape(note)}" for note in d.notes] + [f"rule: {d.rule}"]
     f = d.figures
     if f.get("champion_correctness") is not None:
-        lines.append(
-            f"correctness  {d.champion}: {f['champion_correctness']:.3f}   {d.version}: "
-            f"{f['challenger_correctness_paired']:.3f}   Δ {f['correctness_delta']:+.3f} "
-            f"[{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}]"
-        )
-        lines.append(
-            f"groundedness {d.champion}: {f['champion_groundedness']:.3f}   {d.version}: "
-            f"{f['challenger_groundedness_paired']:.3f}   Δ {f['groundedness_delta']:+.3f}"
-            + (
-                f" [{f['groundedness_ci_low']:+.3f}, {f['groundedness_ci_high']:+.3f}]"
-                if "groundedness_ci_low" in f
-                else ""
-            )
-        )
-        if "correctness_mde" in f:
+        for name, width in (("correctness", "  "), ("groundedness", " ")):
             lines.append(
-                f"minimum detectable Δ at 80% power: correctness {f['correctness_mde']:.3f} "
-                f"({int(f['paired_items'])} items, {int(f['clusters'])} clusters)"
+                f"{name}{width}{d.champion}: {f[f'champion_{name}']:.3f}   {d.version}: "
+                f"{f[f'challenger_{name}_paired']:.3f}   Δ {f[f'{name}_delta']:+.3f} " + figure_interval(f, name)
             )
+        lines += power_of_decision(f)
     for gate in d.gates:
         mark = "[green]pass[/]" if gate.passed else "[red]fail[/]"
         lines.append(f"gate {gate.metric} >= {gate.minimum:g}: {fmt(gate.value)} {mark}")
@@ -315,6 +316,27 @@ def decision_lines(d: Decision) -> list[str]:
     lines += [f"[yellow]warning: {escape(w)}[/]" for w in d.warnings]
     lines.append(f"decision recorded in run {d.decision_run_id}")
     return lines
+
+
+def power_of_decision(f: dict[str, float]) -> list[str]:
+    """What the design could show: correctness's minimum detectable Δ (or why none) and the chance to show
+    groundedness non-inferior were it truly unchanged."""
+    if "clusters" not in f:
+        return []
+    design = f"{int(f['paired_items'])} items, {int(f['clusters'])} clusters, the largest {int(f['largest_cluster'])}"
+    parts = []
+    if "correctness_mde" in f:
+        parts.append(f"correctness Δ {f['correctness_mde']:.3f} detected with 80%")
+    elif f["clusters"] < MIN_TESTABLE_UNITS:
+        parts.append(f"no test at 5% with {int(f['clusters'])} clusters (needs {MIN_TESTABLE_UNITS})")
+    else:
+        parts.append("correctness: no variation, no minimum detectable Δ")
+    if "groundedness_power" in f:
+        parts.append(
+            f"groundedness shown within -{f['groundedness_tolerance']:g} with {f['groundedness_power']:.0%} "
+            "if truly unchanged"
+        )
+    return [f"power of this design ({design}): " + "; ".join(parts)]
 
 
 def versions_table(rows: list[VersionRow]) -> Table:
@@ -561,15 +583,17 @@ def comparison_json(report: ComparisonReport) -> dict:
                 "a": r.diff.mean_a,
                 "b": r.diff.mean_b,
                 "delta": r.diff.delta,
-                "ci_low": r.diff.ci_low,
-                "ci_high": r.diff.ci_high,
+                "ci_low": r.diff.ci_low if r.diff.varies else None,
+                "ci_high": r.diff.ci_high if r.diff.varies else None,
+                "no_variation": r.diff.no_variation or None,
                 "p": r.diff.p_value,
-                "p_holm": None if r.primary else r.p_adjusted,
+                "p_holm": r.p_adjusted,
                 "primary": r.primary,
                 "significant": r.significant,
                 "n": r.diff.n,
                 "items": r.items_total,
                 "clusters": r.diff.units,
+                "largest_cluster": r.diff.largest,
                 "se": r.diff.se,
                 "judge_samples": r.diff.judge_samples,
                 "judge_within_sd": r.diff.within_sd,
@@ -578,8 +602,12 @@ def comparison_json(report: ComparisonReport) -> dict:
         ],
         "clustering": {"by": report.clustering, "text": report.clusters},
         "power": [
-            {"metric": p.metric, "items": p.n, "se": p.se, "mde": p.mde if p.estimable else None}
-            | {"delta": p.delta, "items_needed": p.items_needed}
+            {"metric": p.metric, "items": p.n, "clusters": p.clusters, "se": p.se, "mde": p.mde, "reason": p.reason}
+            | {
+                "delta": p.delta,
+                "items_needed_new_documents": p.items_new_documents,
+                "items_needed_same_documents": p.items_same_documents,
+            }
             for p in report.power
         ],
         "ppi": report.ppi.to_json() if report.ppi else None,

@@ -27,7 +27,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.compare import compare_records, overall
 from ragtrack.evaluation.promotion import ALIAS, Champion, Rule, decide, overrides
-from ragtrack.evaluation.stats import compare_paired, paired_bootstrap_ci, paired_permutation_p
+from ragtrack.evaluation.stats import compare_paired, paired_permutation_p, t_interval
 from ragtrack.golden import load_golden
 from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, RunSummary
 from ragtrack.tracking import runs
@@ -47,10 +47,10 @@ def test_permutation_p_is_exact_for_small_n():
     assert paired_permutation_p([0, 0, 0]) == 1.0
 
 
-def test_bootstrap_interval_brackets_the_mean_and_collapses_for_constant_differences():
-    assert paired_bootstrap_ci([0.5] * 6) == (0.5, 0.5)
-    low, high = paired_bootstrap_ci([1, 0, 0, 1, 1, 0, 1, 1])
-    assert low < 0.625 < high and low >= 0 and high <= 1
+def test_the_interval_brackets_the_mean_and_collapses_for_constant_differences():
+    assert t_interval([0.5] * 6) == (0.5, 0.5)  # compare prints "no variation" there, not this
+    low, high = t_interval([1, 0, 0, 1, 1, 0, 1, 1])
+    assert low < 0.625 < high
     d = compare_paired([1, 2, 3], [2, 3, 5])
     assert d.delta == pytest.approx(4 / 3) and d.mean_a == 2 and d.mean_b == pytest.approx(10 / 3)
 
@@ -475,13 +475,15 @@ def test_the_promotion_lock_is_exclusive_on_a_local_store(tmp_path):
 def test_five_pairs_or_fewer_are_never_marked_significant():
     from ragtrack.evaluation.stats import compare_paired
 
-    # Every item better by one point: the bootstrap interval excludes 0, yet the smallest p of a
+    # Items better by one or two points: the t interval excludes 0, yet the smallest p of a
     # sign-flip test on 5 pairs is 2/32 = 0.0625.
-    five = compare_paired([2, 2, 2, 2, 2], [3, 3, 3, 3, 3])
+    five = compare_paired([2, 2, 2, 2, 2], [3, 3, 4, 3, 3])
     assert five.ci_low > 0 and five.p_value == pytest.approx(0.0625)
     assert not five.testable and not five.significant
-    six = compare_paired([2] * 6, [3] * 6)
+    six = compare_paired([2] * 6, [3, 3, 4, 3, 3, 3])
     assert six.testable and six.significant and six.p_value == pytest.approx(2 / 64)
+    alike = compare_paired([2] * 6, [3] * 6)  # every pair +1: no variation, no interval, no mark
+    assert not alike.varies and not alike.significant
 
 
 def test_a_p_value_below_one_in_a_thousand_reads_as_such_never_as_zero():

@@ -165,13 +165,15 @@ def compare(
             items = sum(r.type == scope for r in records_b)
             warnings.append(f"type {scope}: no item judged on both sides for {', '.join(missing)} (0 of {items})")
     paired = {r.id for r in records_a} & set(cluster_of)
-    power = [power_of(r.metric, r.diff.n, r.diff.se, delta) for r in rows if r.primary]
+    power = [power_of(r.metric, r.diff, delta) for r in rows if r.primary]
     ppi = None
     if labels is not None:
         matched_a, matched_b = match(labels, labelled_as[0], records_a), match(labels, labelled_as[1], records_b)
         judge = {r.metric: (r.diff.delta, r.diff.ci_low, r.diff.ci_high) for r in rows if r.scope == m.ALL}
         ppi = PPIReport(
-            labels, (matched_a, matched_b), delta_figures(records_a, matched_a, records_b, matched_b, judge)
+            labels,
+            (matched_a, matched_b),
+            delta_figures(records_a, matched_a, records_b, matched_b, judge, clusters=cluster_of),
         )
         warnings += ppi.left_out
     clusters = describe(clustering, {i: cluster_of[i] for i in paired})
@@ -199,7 +201,7 @@ def promote(
     root: str | Path = ".",
     tracking_uri: str | None = None,
     margin: float = 0.0,
-    tolerance: float = 0.0,
+    tolerance: float | None = None,
     require_significance: bool = False,
     require_interval: bool = False,
     allow_substitutes: bool = False,
@@ -209,7 +211,9 @@ def promote(
 ) -> Decision:
     """Apply the promotion rule to ``version``'s latest eval (of its spec as it is here; ``llm``: as
     ``eval --llm`` ran it); moves the ``champion`` alias on success. ``require_interval`` (or
-    ``[promotion] require_interval``) asks the 95% intervals, not only the means, to clear the rule."""
+    ``[promotion] require_interval``) asks the 95% intervals, not only the means, to clear the rule:
+    correctness superiority and groundedness non-inferiority within ``tolerance`` (None: 0 for the mean
+    rule, :data:`ragtrack.evaluation.promotion.NONINFERIORITY_TOLERANCE` with the interval gate)."""
     config = load_config(root)
     store = open_store(config, tracking_uri, existing=True)
     rule = Rule(

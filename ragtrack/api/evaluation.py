@@ -24,6 +24,7 @@ from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.aggregate import aggregate
 from ragtrack.evaluation.alignment import load_aligned
+from ragtrack.evaluation.clustering import cluster_labels
 from ragtrack.evaluation.diagnosis import Finding, diagnose, render
 from ragtrack.evaluation.human_labels import (
     DEFAULT_PATH,
@@ -454,7 +455,11 @@ def finish_eval(session: EvalSession, outcome: EvalOutcome) -> EvalReport:
     ppi = None
     if session.labels is not None:
         matched = match(session.labels, session.spec.name, records)
-        ppi = PPIReport(session.labels, (matched,), version_figures(records, matched))
+        ppi = PPIReport(
+            session.labels,
+            (matched,),
+            version_figures(records, matched, clusters=cluster_labels(records, session.cluster)),
+        )
         metrics |= ppi.metrics(MEAN)
     findings = diagnose(metrics, records)
     runs.record_eval(

@@ -20,6 +20,9 @@ from ragtrack.cli import (
     write_markdown,
 )
 
+#: ``compare``'s output width unless ``--wide``: a CI log or a terminal of 120 columns shows it uncut.
+COMPARE_WIDTH = 120
+
 _AS_EVALUATED = click.option(
     "--llm", help="The version as `ragtrack eval --llm` ran it (an LLM override is a model version of its own)."
 )
@@ -39,10 +42,18 @@ _AS_EVALUATED = click.option(
 @click.option("--allow-incomparable", is_flag=True, help="Compare runs with different golden sets or judges anyway.")
 @click.option(
     "--cluster",
-    help="What the intervals resample as one unit: document (default, the first GT passage's), item, type, tag "
+    help="What the intervals treat as one unit: document (default: items sharing any GT document), item, type, tag "
     "(default: [compare] cluster in ragtrack.toml).",
 )
-@click.option("--delta", type=float, help="A difference you care about: the items needed to detect it at 80% power.")
+@click.option(
+    "--delta",
+    type=float,
+    help="A difference you care about: the items needed to detect it at 80% power, from new documents and "
+    "from new items on these documents.",
+)
+@click.option(
+    "--wide", is_flag=True, help="Also the raw p, the clusters and the SE of each row (wider than 120 columns)."
+)
 @HUMAN_LABELS
 @_AS_EVALUATED
 @MARKDOWN
@@ -58,15 +69,17 @@ def compare(
     allow_incomparable,
     cluster,
     delta,
+    wide,
     human_labels,
     llm,
     markdown,
     json_out,
 ):
     """Put VERSION_A and VERSION_B side by side: means overall and per type, the paired
-    difference with a 95% bootstrap interval over clusters (GT documents) and a sign-flip
-    p-value beside its Holm-adjusted one (◆ marks the promotion rule's primary tests), the
-    minimum detectable Δ of this set, and the items whose correctness got better or worse.
+    difference with a 95% t interval over clusters (items sharing GT documents) and its
+    sign-flip p-value Holm-adjusted across the table (◆ marks the promotion rule's metrics),
+    the minimum detectable Δ of this set, and the items whose correctness got better or worse.
+    Fits 120 columns; --wide adds the raw p, the clusters and the SE of each row.
     Logged as a comparison run with a per-type plot, once per pair of eval runs: comparing the
     same two runs again reuses that run. Each side is its spec as it is in this checkout;
     VERSION_A may be `champion`, the registry's champion whatever its name.
@@ -101,12 +114,18 @@ def compare(
                 json_out, {"command": "compare", "same_as_champion": True, "message": str(same), "exit_status": 0}
             )
             sys.exit(0)
-    show(view.comparison_table(report))
-    for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
-        console.print(line, highlight=False)
-    for line in view.ppi_lines(report.ppi, delta=True):
-        console.print(line, markup=False, highlight=False)
-    show(view.moved_items_table(report, show_items))
+    full = console.width
+    if not wide:  # a terminal or a CI log: at most 120 columns (long questions and lines wrap)
+        console.width = min(full, COMPARE_WIDTH)
+    try:
+        show(view.comparison_table(report, wide))
+        for line in [*view.power_lines(report.power, report.clusters), *view.judge_spread_lines(report)]:
+            console.print(line, highlight=False)
+        for line in view.ppi_lines(report.ppi, delta=True):
+            console.print(line, markup=False, highlight=False)
+        show(view.moved_items_table(report, show_items))
+    finally:  # the console outlives the command in a caller's process (a test's CliRunner)
+        console.width = full
     for w in report.warnings:
         warn(w)
     console.print(f"comparison run [bold]{report.run_id}[/] (table, items and per_type.png as artifacts)")
@@ -118,7 +137,12 @@ def compare(
 @click.argument("version")
 @click.option("--dry-run", is_flag=True, help="Decide and report, but do not move the alias or tag versions.")
 @click.option("--margin", default=0.0, show_default=True, help="Correctness must beat the champion by more than this.")
-@click.option("--tolerance", default=0.0, show_default=True, help="Groundedness may drop by at most this.")
+@click.option(
+    "--tolerance",
+    type=float,
+    help="Groundedness may drop by at most this (default 0; with --require-interval the non-inferiority "
+    "margin, 0.5 on the 1-5 scale, and it must be above 0).",
+)
 @click.option(
     "--require-significance",
     is_flag=True,
@@ -127,8 +151,8 @@ def compare(
 @click.option(
     "--require-interval",
     is_flag=True,
-    help="Also require the 95% intervals to clear the rule: correctness Δ low > margin, groundedness Δ low >= "
-    "-tolerance (default: [promotion] require_interval, off).",
+    help="Also require the 95% intervals to show it: correctness Δ low > margin (superiority), groundedness "
+    "Δ low > -tolerance (non-inferiority) (default: [promotion] require_interval, off).",
 )
 @click.option("--allow-substitutes", is_flag=True, help="Accept evals that ran with substituted models.")
 @click.option(

@@ -68,9 +68,10 @@ def cutoff_note(a_depth: str, b_depth: str) -> str | None:
 class MetricRow:
     """One metric in one scope, paired a → b over the items both runs scored.
 
-    ``primary``: one of the promotion rule's tests (its metrics over all items), named in advance and
-    judged at its own p; every other row's ``p_adjusted`` is Holm-corrected across the family of
-    secondary rows (:mod:`ragtrack.evaluation.multiplicity`).
+    ``primary``: one of the promotion rule's metrics over all items (◆). Every row, primary ones
+    included, is one test of a single family: its ``p_adjusted`` is Holm-corrected across all rows
+    (:mod:`ragtrack.evaluation.multiplicity`). The promotion gate does not read these marks: it
+    decides on its own pre-declared one-sided tests (:mod:`ragtrack.evaluation.promotion`).
     """
 
     metric: str
@@ -86,9 +87,9 @@ class MetricRow:
 
     @property
     def significant(self) -> bool:
-        """The row's mark: its interval excludes 0 and its p — Holm-adjusted unless primary — is below 0.05."""
+        """The row's mark: its interval excludes 0 and its Holm-adjusted p is below 0.05 (testable rows only)."""
         d = self.diff
-        return d.significant if self.primary else d.excludes_zero and self.p_adjusted < 0.05 and d.testable
+        return d.excludes_zero and self.p_adjusted < 0.05 and d.testable
 
 
 @dataclass(frozen=True)
@@ -115,9 +116,9 @@ def compare_records(
 
     ``clusters`` (item ID → cluster label, :func:`ragtrack.evaluation.clustering.cluster_labels`)
     makes every interval and test resample clusters; judge metrics whose items carry several
-    verdicts (``--judge-samples``) get the two-level interval. Judge metrics pair only items that
+    verdicts (``--judge-samples``) report the judge's own noise. Judge metrics pair only items that
     both runs scored; the row says how many. Rows of the promotion rule's metrics over all items
-    are primary; the others' p-values are Holm-adjusted together.
+    are primary (◆); every row's p-value is Holm-adjusted in one family.
     """
     metrics = metrics or m.comparable_metrics()
     by_id = {r.id: r for r in a}
@@ -157,10 +158,8 @@ def compare_records(
 
 
 def adjusted(rows: list[MetricRow]) -> list[MetricRow]:
-    """``rows`` with each secondary row's Holm-adjusted p (primary rows keep their own p)."""
-    secondary = [i for i, r in enumerate(rows) if not r.primary]
-    holm_p = dict(zip(secondary, holm([rows[i].diff.p_value for i in secondary]), strict=True))
-    return [replace(r, p_adjusted=holm_p.get(i, r.diff.p_value)) for i, r in enumerate(rows)]
+    """``rows`` with each row's Holm-adjusted p, all rows one family."""
+    return [replace(r, p_adjusted=p) for r, p in zip(rows, holm([r.diff.p_value for r in rows]), strict=True)]
 
 
 def overall(rows: list[MetricRow]) -> dict[str, PairedDifference]:

@@ -15,20 +15,19 @@ interval is valid whatever the judge's bias. Pure: records and labels in, figure
 from __future__ import annotations
 
 import hashlib
-import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import NormalDist
 
 from pydantic import Field
 
 from ragtrack.errors import InputError, Problem
 from ragtrack.evaluation.calibration import CalibrationCase, read_cases
 from ragtrack.evaluation.judges import JUDGES
-from ragtrack.evaluation.ppi import PPIEstimate, ppi_mean
+from ragtrack.evaluation.ppi import MIN_LABELLED, PPIEstimate, ppi_mean
+from ragtrack.evaluation.stats import mean_interval
 from ragtrack.records import ItemRecord
 
 #: Where a project keeps them unless ``[project] human_labels`` or ``--human-labels`` says otherwise.
@@ -36,9 +35,6 @@ DEFAULT_PATH = "golden/labels/human-labels.jsonl"
 
 #: The logged keys' prefixes (:meth:`PPIReport.metrics`): an eval run's mean, a comparison run's Δ.
 MEAN, DELTA = "ppi", "ppi_delta"
-
-#: A prediction-powered interval from fewer labelled items has no spread of the judge's error to go on.
-MIN_LABELLED = 2
 
 
 class VersionLabel(CalibrationCase):
@@ -126,19 +122,27 @@ class PPIFigure:
     reason: str = ""
 
 
-def version_figures(records: Sequence[ItemRecord], matched: Matched, confidence: float = 0.95) -> list[PPIFigure]:
-    """Each judged metric's mean for one version: the judge's alone (normal interval over the items)
-    and prediction-powered from the labelled items."""
+def version_figures(
+    records: Sequence[ItemRecord],
+    matched: Matched,
+    confidence: float = 0.95,
+    clusters: Mapping[str, str] | None = None,
+) -> list[PPIFigure]:
+    """Each judged metric's mean for one version: the judge's alone (t interval over the items) and
+    prediction-powered from the labelled items, clustered by ``clusters`` (item ID → label) if given."""
     figures = []
     for metric in _judged(records):
         scored = [(r.id, s) for r in records if (s := _score(r, metric)) is not None]
         values = [s for _, s in scored]
-        low, high = _normal_interval(values, confidence)
+        low, high = mean_interval(values, confidence)
         human = {i: lab.labels[metric] for i, lab in matched.labels.items() if metric in lab.labels}
         labelled = [(s, human[i]) for i, s in scored if i in human]
         unlabelled = [s for i, s in scored if i not in human]
         figure = PPIFigure(metric, statistics.fmean(values), low, high, len(values))
-        figures.append(_with_ppi(figure, unlabelled, labelled, confidence, f"{matched.version}'s answers"))
+        lab_ids = [i for i, _ in scored if i in human]
+        other_ids = [i for i, _ in scored if i not in human]
+        where = _where(clusters, lab_ids, other_ids)
+        figures.append(_with_ppi(figure, unlabelled, labelled, confidence, f"{matched.version}'s answers", where))
     return figures
 
 
@@ -149,6 +153,7 @@ def delta_figures(
     matched_b: Matched,
     judge_intervals: dict[str, tuple[float, float, float]],
     confidence: float = 0.95,
+    clusters: Mapping[str, str] | None = None,
 ) -> list[PPIFigure]:
     """Each judged metric's paired Δ (b − a): the judge-only one is ``judge_intervals`` (metric → Δ, low,
     high: the comparison's clustered bootstrap row), the prediction-powered one uses the items whose
@@ -158,7 +163,7 @@ def delta_figures(
     for metric in _judged(records_b):
         if metric not in judge_intervals:
             continue
-        diffs, labelled = [], []
+        diffs, labelled, ids, lab_ids = [], [], [], []
         for rb in records_b:
             ra = by_id.get(rb.id)
             if ra is None or (sa := _score(ra, metric)) is None or (sb := _score(rb, metric)) is None:
@@ -166,22 +171,37 @@ def delta_figures(
             la, lb = matched_a.labels.get(rb.id), matched_b.labels.get(rb.id)
             if la and lb and metric in la.labels and metric in lb.labels:
                 labelled.append((sb - sa, lb.labels[metric] - la.labels[metric]))
+                lab_ids.append(rb.id)
             else:
                 diffs.append(sb - sa)
+                ids.append(rb.id)
         delta, low, high = judge_intervals[metric]
         figure = PPIFigure(metric, delta, low, high, len(diffs) + len(labelled))
         both = f"both {matched_a.version}'s and {matched_b.version}'s answers"
-        figures.append(_with_ppi(figure, diffs, labelled, confidence, both))
+        figures.append(_with_ppi(figure, diffs, labelled, confidence, both, _where(clusters, lab_ids, ids)))
     return figures
 
 
+def _where(clusters: Mapping[str, str] | None, labelled: list[str], unlabelled: list[str]):
+    """The labelled and the unlabelled items' cluster labels, or None for none."""
+    if clusters is None:
+        return None
+    return [clusters[i] for i in labelled], [clusters[i] for i in unlabelled]
+
+
 def _with_ppi(
-    figure: PPIFigure, unlabelled: list[float], labelled: list[tuple[float, int]], confidence: float, whose: str
+    figure: PPIFigure,
+    unlabelled: list[float],
+    labelled: list[tuple[float, int]],
+    confidence: float,
+    whose: str,
+    clusters: tuple[list[str], list[str]] | None = None,
 ) -> PPIFigure:
     if len(labelled) < MIN_LABELLED:
-        got = "no item" if not labelled else "one item only"
+        got = "no item" if not labelled else f"{len(labelled)} item{'s' if len(labelled) > 1 else ''} only"
         return replace(figure, reason=f"{got} with {figure.metric} labels of {whose} (needs {MIN_LABELLED})")
-    estimate = ppi_mean(unlabelled, [f for f, _ in labelled], [y for _, y in labelled], confidence)
+    lab, other = clusters if clusters is not None else (None, None)
+    estimate = ppi_mean(unlabelled, [f for f, _ in labelled], [y for _, y in labelled], confidence, other, lab)
     return replace(figure, ppi=estimate)
 
 
@@ -194,15 +214,6 @@ def _judged(records: Sequence[ItemRecord]) -> list[str]:
 def _score(record: ItemRecord, judge: str) -> float | None:
     verdict = record.judges.get(judge)
     return None if verdict is None or verdict.score is None else float(verdict.score)
-
-
-def _normal_interval(values: list[float], confidence: float) -> tuple[float, float]:
-    """mean ± z · SD/√n (the judge-only figure's interval, items treated as independent)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, mean
-    half = NormalDist().inv_cdf(1 - (1 - confidence) / 2) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean - half, mean + half
 
 
 def logged_means(metrics: dict[str, float]) -> list[tuple[str, float, float, float, float, int]]:
@@ -264,6 +275,8 @@ class PPIReport:
                     "ci_low": None if f.ppi is None else f.ppi.ci_low,
                     "ci_high": None if f.ppi is None else f.ppi.ci_high,
                     "labelled": 0 if f.ppi is None else f.ppi.labelled,
+                    "lam": None if f.ppi is None else f.ppi.lam,
+                    "labels_only_ci": None if f.ppi is None else list(f.ppi.labels_only),
                     "reason": f.reason or None,
                 }
                 for f in self.figures

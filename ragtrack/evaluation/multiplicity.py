@@ -8,10 +8,12 @@ Rejective Multiple Test Procedure", *Scandinavian Journal of Statistics* 6:65–
 keeps the chance of *any* false mark (the family-wise error rate) at 5 %, and is
 uniformly more powerful than Bonferroni.
 
-The promotion rule's two tests (correctness gain, groundedness not regressed, over
-all items) are named in advance and decided together as an intersection-union test
-(promote only if both hold), which needs no correction; they are left out of the
-family so that the gate is not diluted by the secondary metrics.
+Every row of compare's table is in the one family, the promotion rule's metrics (◆)
+included: a star is a claim like any other. The promotion gate itself does not read
+the stars: it decides on two tests named in advance — correctness superiority and
+groundedness non-inferiority, each one-sided at 2.5 % (the lower bound of a 95 %
+interval) — together as an intersection-union test (promote only if both hold),
+which needs no correction (Berger 1982, *Technometrics* 24:295–300).
 """
 
 from __future__ import annotations

@@ -1,20 +1,26 @@
 """Synthetic paired evals with a known truth, to check ragtrack's statistics by simulation.
 
-Each simulated eval is a golden set of ``items`` questions spread over ``documents``
-(the clusters), answered by two versions and scored 1–5 by a noisy judge:
+Each simulated eval is a golden set of ``items`` questions over ``documents`` (the
+clusters), answered by two versions and scored 1–5 by a noisy judge:
 
-* an item's true quality under version A is 3 + a document effect + an item effect;
-  under B it is A's plus the true gain ``delta``, plus a document effect on the gain
-  (a chunking change helps or hurts all questions of one document alike) and an
+* an item's true quality under version A is ``base`` + its documents' effect + an item
+  effect; under B it is A's plus the true gain ``delta``, plus its documents' effect on
+  the gain (a chunking change helps or hurts all questions of one document alike) and an
   item effect on it;
-* each judge verdict is the true quality plus judge noise (and ``judge_bias``),
-  rounded and clipped to 1–5, ``samples`` times per item;
-* a human label, where there is one, is the true quality rounded and clipped, with
-  no judge bias (the target of prediction-powered inference).
+* ``sizes`` gives unequal clusters (items per document); ``linked`` is the share of items
+  that also draw on a second document (its pair, document d xor 1), so that items sharing
+  a document are dependent across first documents — the reason clusters are the
+  connected components of shared documents (:func:`ragtrack.evaluation.clustering.components`);
+* each judge verdict is the true quality plus judge noise and the judge's bias
+  (``judge_bias`` for A, ``judge_bias_b`` for B: a judge that favours one version),
+  rounded and clipped to 1–5, ``samples`` times per item; ``base`` near 5 puts most
+  scores at the ceiling (ties);
+* a human label, where there is one, is the true quality rounded and clipped, with no
+  judge bias (the target of prediction-powered inference).
 
-The true Δ of the verdicts (what an interval should cover) is the expectation of
-the item's mean verdict difference, computed here by a large Monte Carlo run of the
-same process; for PPI it is the expected human-label difference. Used by
+The true Δ of the verdicts (what an interval should cover) is the expectation of the
+item's mean verdict difference, computed here by a large Monte Carlo run of the same
+process over many documents; for PPI it is the expected human-label difference. Used by
 ``benchmarks/stats_simulation.py`` (the full figures) and ``tests/test_stats_simulation.py``
 (fewer runs, with binomial tolerances).
 """
@@ -26,10 +32,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ragtrack.evaluation import metrics as m
+from ragtrack.evaluation.clustering import components
 from ragtrack.evaluation.multiplicity import holm
+from ragtrack.evaluation.power import power_of
 from ragtrack.evaluation.ppi import ppi_mean
 from ragtrack.evaluation.promotion import Champion, Rule, decide
-from ragtrack.evaluation.stats import compare_paired
+from ragtrack.evaluation.stats import PairedDifference, compare_paired
 from ragtrack.records import RunSummary
 
 
@@ -38,30 +46,51 @@ class Design:
     items: int = 48
     documents: int = 16
     delta: float = 0.4  # true gain on the latent 1–5 scale
+    base: float = 3.0  # mean latent quality of A (near 5: ties at the ceiling)
     document_sd: float = 0.5  # document effect on quality (shared by both versions)
     item_sd: float = 0.8
     gain_document_sd: float = 0.4  # document effect on the gain: what clustering is for
     gain_item_sd: float = 0.4
     judge_sd: float = 0.0  # judge noise per verdict
-    judge_bias: float = 0.0  # added to every verdict (a lenient judge: > 0)
+    judge_bias: float = 0.0  # added to every verdict of A (a lenient judge: > 0)
+    judge_bias_b: float | None = None  # added to B's verdicts (None: the same as A's)
     samples: int = 1  # judge verdicts per item and version
     labelled: int = 0  # items with a human label on both versions (PPI)
+    sizes: tuple[int, ...] = ()  # items per document, unequal clusters (sum = items; () : spread evenly)
+    linked: float = 0.0  # share of items that also draw on a second document (d xor 1)
 
 
-def _quality(rng: np.random.Generator, d: Design, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Documents (clusters) and true qualities of A and B for ``n`` items."""
-    doc = rng.integers(0, d.documents, size=n) if n != d.items else np.arange(n) % d.documents
-    doc_effect = rng.normal(0, d.document_sd, d.documents)
-    gain_effect = rng.normal(0, d.gain_document_sd, d.documents)
-    qa = 3 + doc_effect[doc] + rng.normal(0, d.item_sd, n)
-    qb = qa + d.delta + gain_effect[doc] + rng.normal(0, d.gain_item_sd, n)
-    return doc, qa, qb
+def _documents(rng: np.random.Generator, d: Design, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's first and second document (the second equal to the first when it has one only)."""
+    if d.sizes and n == d.items:
+        first = np.repeat(np.arange(len(d.sizes)), d.sizes)
+    elif n == d.items:
+        first = np.arange(n) % d.documents
+    else:
+        first = rng.integers(0, d.documents, size=n)
+    second = np.where(rng.random(n) < d.linked, np.minimum(first ^ 1, d.documents - 1), first)
+    return first, second
 
 
-def _score(rng: np.random.Generator, q: np.ndarray, d: Design, k: int) -> np.ndarray:
+def _quality(rng: np.random.Generator, d: Design, n: int):
+    """Documents and true qualities of A and B for ``n`` items."""
+    first, second = _documents(rng, d, n)
+    docs = max(d.documents, len(d.sizes))
+    doc_effect = rng.normal(0, d.document_sd, docs)
+    gain_effect = rng.normal(0, d.gain_document_sd, docs)
+    qa = d.base + (doc_effect[first] + doc_effect[second]) / 2 + rng.normal(0, d.item_sd, n)
+    qb = qa + d.delta + (gain_effect[first] + gain_effect[second]) / 2 + rng.normal(0, d.gain_item_sd, n)
+    return first, second, qa, qb
+
+
+def _score(rng: np.random.Generator, q: np.ndarray, d: Design, k: int, bias: float) -> np.ndarray:
     """k judge verdicts per item: (n, k) integers 1–5."""
     noise = rng.normal(0, d.judge_sd, (q.size, k)) if d.judge_sd else np.zeros((q.size, k))
-    return np.clip(np.rint(q[:, None] + d.judge_bias + noise), 1, 5)
+    return np.clip(np.rint(q[:, None] + bias + noise), 1, 5)
+
+
+def _bias_b(d: Design) -> float:
+    return d.judge_bias if d.judge_bias_b is None else d.judge_bias_b
 
 
 def _human(q: np.ndarray) -> np.ndarray:
@@ -71,16 +100,30 @@ def _human(q: np.ndarray) -> np.ndarray:
 def true_delta(d: Design, human: bool = False, n: int = 400_000, seed: int = 12345) -> float:
     """The expected difference of the judge's verdicts (or of the human labels) under ``d``."""
     rng = np.random.default_rng(seed)
-    big = replace(d, documents=max(d.documents, 1) * 1000)
-    _, qa, qb = _quality(rng, big, n)
+    big = replace(d, documents=max(d.documents, len(d.sizes), 2) * 1000, sizes=())
+    *_, qa, qb = _quality(rng, big, n)
     if human:
         return float(np.mean(_human(qb) - _human(qa)))
-    return float(np.mean(_score(rng, qb, d, 1) - _score(rng, qa, d, 1)))
+    return float(np.mean(_score(rng, qb, d, 1, _bias_b(d)) - _score(rng, qa, d, 1, d.judge_bias)))
+
+
+def latent_for(d: Design, target: float) -> float:
+    """The latent ``delta`` whose verdicts' true Δ is ``target`` (rounding and clipping bend the scale):
+    secant steps on :func:`true_delta`."""
+    x0, x1 = target, target * 1.2 + 0.05
+    f0, f1 = (true_delta(replace(d, delta=x), n=200_000) - target for x in (x0, x1))
+    for _ in range(6):
+        if abs(f1) < 1e-3 or f1 == f0:
+            break
+        x0, x1, f0 = x1, x1 - f1 * (x1 - x0) / (f1 - f0), f1
+        f1 = true_delta(replace(d, delta=x1), n=200_000) - target
+    return x1
 
 
 @dataclass(frozen=True)
 class SimulatedEval:
-    clusters: np.ndarray
+    first: np.ndarray  # each item's first document
+    clusters: np.ndarray  # connected components of shared documents
     a: np.ndarray  # (n, k) verdicts
     b: np.ndarray
     human_a: np.ndarray
@@ -90,59 +133,91 @@ class SimulatedEval:
     def diffs(self) -> np.ndarray:
         return self.b.mean(axis=1) - self.a.mean(axis=1)
 
-    @property
-    def samples(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        return list(zip(self.a, self.b, strict=True))
-
 
 def simulate(rng: np.random.Generator, d: Design) -> SimulatedEval:
-    doc, qa, qb = _quality(rng, d, d.items)
-    return SimulatedEval(doc, _score(rng, qa, d, d.samples), _score(rng, qb, d, d.samples), _human(qa), _human(qb))
+    first, second, qa, qb = _quality(rng, d, d.items)
+    clusters = np.array(components([{int(x), int(y)} for x, y in zip(first, second, strict=True)]))
+    a = _score(rng, qa, d, d.samples, d.judge_bias)
+    return SimulatedEval(first, clusters, a, _score(rng, qb, d, d.samples, _bias_b(d)), _human(qa), _human(qb))
+
+
+def paired(e: SimulatedEval, by: str = "clusters") -> PairedDifference:
+    """compare's paired difference of one simulated eval (its interval: the sign-flip test is skipped):
+    clustered by shared documents (``clusters``), by the first document only (``first``), or each item
+    alone (``item``)."""
+    clusters = {"clusters": e.clusters, "first": e.first, "item": None}[by]
+    return compare_paired(e.a.mean(axis=1), e.b.mean(axis=1), clusters=clusters, test=False)
 
 
 #: The interval kinds the benchmark checks, each with the design it is checked under.
 KINDS: dict[str, Design] = {
-    "paired bootstrap": Design(documents=48, gain_document_sd=0.0, document_sd=0.0),
-    "clustered bootstrap": Design(),
-    "two-level (3 judge samples)": Design(judge_sd=0.9, samples=3),
-    "prediction-powered Δ": Design(judge_sd=0.6, judge_bias=0.6, labelled=24),
+    "independent items": Design(documents=48, gain_document_sd=0.0, document_sd=0.0),
+    "16 document clusters": Design(),
+    "8 unequal clusters": Design(sizes=(12, 9, 8, 6, 5, 4, 2, 2), documents=8),
+    "5 unequal clusters": Design(sizes=(16, 12, 9, 7, 4), documents=5),
+    "half the items on two documents": Design(linked=0.5),
+    "n = 12, ties at the ceiling": Design(items=12, documents=12, base=4.3, delta=0.3),
+    "3 judge samples": Design(judge_sd=0.9, samples=3),
+    "prediction-powered Δ, judge bias differs by version": Design(
+        documents=8, judge_sd=0.6, judge_bias=0.6, judge_bias_b=0.2, labelled=24
+    ),
 }
+PPI = "prediction-powered Δ, judge bias differs by version"
 
 
-def interval(kind: str, e: SimulatedEval, d: Design, resamples: int, seed: int) -> tuple[float, float]:
-    """The 95 % interval of Δ that ``kind`` names, on one simulated eval."""
-    if kind == "paired bootstrap":
-        r = compare_paired(e.a.mean(axis=1), e.b.mean(axis=1), seed=seed, resamples=resamples)
-    elif kind == "clustered bootstrap":
-        r = compare_paired(e.a.mean(axis=1), e.b.mean(axis=1), seed=seed, clusters=e.clusters, resamples=resamples)
-    elif kind.startswith("two-level"):
-        r = compare_paired(
-            e.a.mean(axis=1), e.b.mean(axis=1), seed=seed, clusters=e.clusters, samples=e.samples, resamples=resamples
-        )
-    elif kind == "prediction-powered Δ":
-        f = e.diffs
-        y = e.human_b - e.human_a
-        n = d.labelled
-        est = ppi_mean(f[n:], f[:n], y[:n])  # items are in random order: the first n are a random subset
+def interval(kind: str, e: SimulatedEval, d: Design) -> tuple[float, float] | None:
+    """The 95 % interval of Δ that ``kind`` names, on one simulated eval; None when none is printed
+    (no variation)."""
+    if kind == PPI or d.labelled:
+        f, y, n = e.diffs, e.human_b - e.human_a, d.labelled
+        # items are in random order: the first n are a random subset
+        est = ppi_mean(f[n:], f[:n], y[:n], clusters_unlabelled=e.clusters[n:], clusters_labelled=e.clusters[:n])
         return est.ci_low, est.ci_high
-    else:
-        raise ValueError(kind)
-    return r.ci_low, r.ci_high
+    r = paired(e)
+    return (r.ci_low, r.ci_high) if r.varies else None
 
 
-def coverage(kind: str, runs: int, resamples: int = 2_000, seed: int = 0, design: Design | None = None) -> int:
-    """How many of ``runs`` simulated evals have a 95 % interval (of ``kind``) covering the true Δ."""
+def coverage(kind: str, runs: int, seed: int = 0, design: Design | None = None, by: str = "") -> tuple[int, int]:
+    """Of ``runs`` simulated evals, how many print a 95 % interval (of ``kind``), and how many of those
+    cover the true Δ. ``by`` clusters another way (``first``, ``item``) for contrast."""
     d = design or KINDS[kind]
-    truth = true_delta(d, human=kind == "prediction-powered Δ")
+    truth = true_delta(d, human=kind == PPI)
     rng = np.random.default_rng(seed)
-    covered = 0
-    for run in range(runs):
-        low, high = interval(kind, simulate(rng, d), d, resamples, seed=run)
-        covered += low <= truth <= high
-    return covered
+    printed = covered = 0
+    for _ in range(runs):
+        e = simulate(rng, d)
+        if by:
+            r = paired(e, by)
+            found = (r.ci_low, r.ci_high) if r.varies else None
+        else:
+            found = interval(kind, e, d)
+        if found is not None:
+            printed += 1
+            covered += found[0] <= truth <= found[1]
+    return printed, covered
 
 
-# ------------------------------------------------------------------ family-wise errors and the gate
+def ppi_widths(runs: int, seed: int = 0, design: Design | None = None) -> tuple[int, float, float]:
+    """Over ``runs`` evals of the PPI design: how often the tuned interval is wider than the labels alone
+    (never, by construction), and the mean widths of plain PPI (λ = 1) and of the tuned one over the labels
+    alone's."""
+    d = design or KINDS[PPI]
+    rng = np.random.default_rng(seed)
+    wider, plain, tuned = 0, [], []
+    for _ in range(runs):
+        e = simulate(rng, d)
+        f, y, n = e.diffs, e.human_b - e.human_a, d.labelled
+        args = (f[n:], f[:n], y[:n])
+        where = {"clusters_unlabelled": e.clusters[n:], "clusters_labelled": e.clusters[:n]}
+        est, one = ppi_mean(*args, **where), ppi_mean(*args, **where, lam=1.0)
+        alone = est.labels_only[1] - est.labels_only[0]
+        wider += est.ci_high - est.ci_low > alone + 1e-12
+        plain.append((one.ci_high - one.ci_low) / alone)
+        tuned.append((est.ci_high - est.ci_low) / alone)
+    return wider, float(np.mean(plain)), float(np.mean(tuned))
+
+
+# ------------------------------------------------------------------ family-wise errors
 METRICS, SCOPES = 8, 4  # a family like compare's: 8 metrics, over all items and 3 of 4 types
 
 
@@ -169,25 +244,47 @@ def family_false_positives(runs: int, seed: int = 0, items: int = 48, documents:
     return any_raw, any_holm
 
 
+# ------------------------------------------------------------------ the gate and the MDE
 def _summary(version: str, run_id: str) -> RunSummary:
     return RunSummary(run_id, version, "g", "judge", "0.5", False, run_id, {m.ITEMS: 48.0})
 
 
-def gate_promotions(runs: int, require_interval: bool, seed: int = 0, resamples: int = 2_000) -> int:
-    """Of ``runs`` challengers with no true gain in correctness or groundedness, how many the rule
-    promotes: the spec's mean rule (about a quarter: both null means must move the right way), or with
-    the opt-in interval gate."""
-    d = replace(KINDS["clustered bootstrap"], delta=0.0)
+#: The gate's designs: the MDE is checked where one is printed (six clusters or more).
+GATE_DESIGNS: dict[str, Design] = {
+    "independent items": KINDS["independent items"],
+    "8 document clusters": Design(documents=8),
+    "16 document clusters": Design(),
+}
+
+
+def printed_mde(d: Design, runs: int = 200, seed: int = 99) -> float:
+    """The mean minimum detectable Δ compare prints for correctness on evals of design ``d``."""
+    rng = np.random.default_rng(seed)
+    found = [power_of("correctness", paired(simulate(rng, d))).mde for _ in range(runs)]
+    return float(np.mean([x for x in found if x is not None]))
+
+
+def gate_promotions(
+    runs: int, require_interval: bool, seed: int = 0, design: Design | None = None, gain: float = 0.0
+) -> tuple[int, int, float]:
+    """Of ``runs`` challengers whose true correctness gain (on the verdicts' scale) is ``gain`` and whose
+    groundedness is unchanged, how many the rule promotes, how many the correctness test alone detects
+    (its interval's lower bound above 0), and the mean power to show groundedness non-inferior that the
+    decisions printed: the spec's mean rule, or the interval gate."""
+    d = design or KINDS["16 document clusters"]
+    latent = latent_for(d, gain) if gain else 0.0
     rng = np.random.default_rng(seed)
     rule = Rule(require_interval=require_interval)
     champion = Champion("1", "v1", _summary("v1", "champion-run"))
-    promoted = 0
-    for run in range(runs):
-        paired = {}
-        for metric in ("correctness", "groundedness"):
-            e = simulate(rng, d)
-            paired[metric] = compare_paired(
-                e.a.mean(axis=1), e.b.mean(axis=1), seed=run, clusters=e.clusters, resamples=resamples
-            )
-        promoted += decide(_summary("v2", "challenger-run"), champion, rule, paired).promoted
-    return promoted
+    promoted = detected = 0
+    printed = []
+    for _ in range(runs):
+        both = {
+            "correctness": paired(simulate(rng, replace(d, delta=latent))),
+            "groundedness": paired(simulate(rng, replace(d, delta=0.0))),
+        }
+        decision = decide(_summary("v2", "challenger-run"), champion, rule, both)
+        promoted += decision.promoted
+        detected += both["correctness"].varies and both["correctness"].ci_low > 0
+        printed.append(decision.figures.get("groundedness_power", 0.0))
+    return promoted, detected, float(np.mean(printed))

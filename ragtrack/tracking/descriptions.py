@@ -23,16 +23,16 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.compare import ItemChange, MetricRow, inputs_text
 from ragtrack.evaluation.human_labels import PPIReport, logged_means
 from ragtrack.evaluation.judges import JUDGES
-from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing
+from ragtrack.evaluation.promotion import CRITERION, GUARD, Decision, Standing, figure_interval
 from ragtrack.evaluation.stats import p_text
 from ragtrack.records import RunSummary, substitutions
 
 #: Metrics whose paired difference is shown per question type too (the rest: all items only).
 PER_TYPE_DELTAS = (CRITERION, "context_recall")
 PAIRED_NOTE = (
-    "Δ over the items both runs answered; 95% paired-bootstrap interval over clusters (GT documents by "
-    "default); sign-flip p; \\* the interval excludes 0 and p < 0.05 (Holm-adjusted, except for the "
-    "promotion rule's correctness and groundedness over all items)."
+    "Δ over the items both runs answered; 95% t interval over clusters (items sharing GT documents by "
+    'default; "no variation" where nothing varied: not evidence); sign-flip p; \\* the interval excludes 0 '
+    "and the p, Holm-adjusted across every row, < 0.05."
 )
 _GAP = "\u00a0" * 3  # left of every cell but the first: the UI's tables have no padding
 
@@ -187,7 +187,7 @@ def paired(a: str, b: str, rows: Sequence[MetricRow]) -> str:
                     _value(name, d.mean_a),
                     _value(name, d.mean_b),
                     f"**{delta}**" if name == CRITERION and scope == m.ALL else delta,
-                    f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]",
+                    d.interval_text(),
                     d.p_text,
                     f"{d.n}" if not r.partial else f"{d.n} of {r.items_total}",
                 ]
@@ -316,7 +316,7 @@ def _standing_line(run: RunSummary, s: Standing | None, items: int, total: int) 
     mv = f" (model version {d.champion_model_version})" if d.champion == run.version else ""  # same name
     return (
         f"Against champion **{d.champion}**{mv}: correctness Δ **{c.delta:+.3f}** "
-        f"(95% CI [{c.ci_low:+.3f}, {c.ci_high:+.3f}], p {c.p_text}) · {verdict(d)}."
+        f"(95% CI {c.interval_text()}, p {c.p_text}) · {verdict(d)}."
     )
 
 
@@ -404,7 +404,7 @@ def decision(d: Decision, started_ms: int, links: Links) -> str:
         lines.append(
             f"- correctness {f['challenger_correctness_paired']:.3f} vs {f['champion_correctness']:.3f}: "
             f"Δ {f['correctness_delta']:+.3f}, "
-            f"95% CI [{f['correctness_ci_low']:+.3f}, {f['correctness_ci_high']:+.3f}], "
+            f"95% CI {figure_interval(f, CRITERION)}, "
             f"p {p_text(f['correctness_p'])} over {int(f['paired_items'])} paired items"
         )
         lines.append(
