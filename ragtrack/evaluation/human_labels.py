@@ -268,8 +268,9 @@ class PPIReport:
                 {
                     "metric": f.metric,
                     "judge": f.judge,
-                    "judge_ci_low": f.judge_low,
-                    "judge_ci_high": f.judge_high,
+                    # No interval where the judge's figure did not vary (never a zero-width one).
+                    "judge_ci_low": f.judge_low if f.judge_high > f.judge_low else None,
+                    "judge_ci_high": f.judge_high if f.judge_high > f.judge_low else None,
                     "items": f.items,
                     "ppi": None if f.ppi is None else f.ppi.estimate,
                     "ci_low": None if f.ppi is None else f.ppi.ci_low,

@@ -34,8 +34,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import nct, t
-
 from ragtrack.evaluation.stats import MIN_TESTABLE_UNITS, PairedDifference
 
 ALPHA, POWER = 0.05, 0.80
@@ -43,6 +41,8 @@ ALPHA, POWER = 0.05, 0.80
 
 def multiplier(df: float, alpha: float = ALPHA, power: float = POWER) -> float:
     """t_{df, 1−α/2} + t_{df, power}: how many standard errors the MDE is (2.80 for large df, 3.26 at 7)."""
+    from scipy.stats import t  # here, not at import: promotion and the listing commands import this module
+
     return float(t.ppf(1 - alpha / 2, df) + t.ppf(power, df))
 
 
@@ -51,6 +51,8 @@ def detection_power(delta: float, se: float, df: float, alpha: float = ALPHA) ->
     (noncentral t with ``df`` degrees of freedom and noncentrality Δ / SE)."""
     if se <= 0 or df < 1:
         return float("nan")
+    from scipy.stats import nct, t
+
     return float(nct.sf(t.ppf(1 - alpha / 2, df), df, delta / se))
 
 
