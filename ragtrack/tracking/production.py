@@ -23,13 +23,16 @@ deleted there and written again.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.environment_variables import MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE
 from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
@@ -72,6 +75,10 @@ class ProductionLog:
     def index(self, source: str, app: str) -> dict[str, Stored]:
         """Message ID → what is stored, for every complete trace of ``source``/``app``. Incomplete traces
         (a killed write) and duplicates (two pulls racing) are deleted, so their messages count as new."""
+        with _store_errors("read what is stored"):
+            return self._index(source, app)
+
+    def _index(self, source: str, app: str) -> dict[str, Stored]:
         found: dict[str, Stored] = {}
         stale: list[str] = []
         for info in self._infos(_filter(source, app)):
@@ -123,21 +130,28 @@ class ProductionLog:
     def write(self, messages: list[ProductionMessage]) -> list[str]:
         """One trace per message, in the store before this returns; their trace IDs, in order.
 
-        MLflow's exporter reports a failed write (a full disk) as a warning and goes on: the traces are
-        looked up once written, and any the store did not keep is an error (the pull's cursor does not
-        move past them)."""
-        written = [self._trace(m) for m in messages]
+        Written at the store's pace: MLflow's exporter hands traces to a queue that drops, with a
+        warning, what it is given while full (a pull of a 10,000-message conversation lost 9,174), so
+        they go in chunks that fill half of it at most, each written whole before the next is handed
+        over. And the exporter reports a failed write as a warning and goes on: the traces are looked
+        up once written, and any the store did not keep is an error naming why (the pull's cursor does
+        not move past them)."""
+        written: list[str] = []
+        with _export_warnings() as warnings:
+            for i in range(0, len(messages), export_chunk()):
+                chunk = [self._trace(m) for m in messages[i : i + export_chunk()]]
+                mlflow.flush_trace_async_logging()
+                written += chunk
         if not written:
             return []
-        mlflow.flush_trace_async_logging()
         kept: set[str] = set()
         for i in range(0, len(written), 100):
             ids = ", ".join(_quote(t) for t in written[i : i + 100])
             kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
         if lost := len(written) - len(kept & set(written)):
             raise StoreError(
-                f"the tracking store kept no trace of {lost} of {len(written)} production messages: MLflow could "
-                "not write them (a full disk? see its warnings); pull again once the store is fixed"
+                f"the tracking store kept no trace of {lost} of {len(written)} production messages: "
+                f"{store_failure(warnings)}; pull again once the store is fixed (what was stored is kept)"
             )
         return written
 
@@ -190,6 +204,10 @@ class ProductionLog:
     def rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
         """Bring a stored message's rating assessment to ``rating`` (with the user's ``comment``): added,
         overridden (MLflow keeps the old one as history) or, when the rating was withdrawn, deleted."""
+        with _store_errors("re-rate a stored message"):
+            return self._rate(stored, rating, comment, rated_at)
+
+    def _rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
         current = stored.assessment_id
         if current is None and stored.rating is not None:  # written by this process: look its ID up
             found = _rating(mlflow.get_trace(stored.trace_id).info)
@@ -272,6 +290,56 @@ class TraceExperiment:
     def session_is(conversation: str) -> str:
         """A search filter: the traces of one conversation."""
         return f"metadata.`{TraceExperiment.SESSION}` = {_quote(conversation)}"
+
+
+def export_chunk() -> int:
+    """Production traces handed to MLflow's exporter at once: half its queue at most, each trace costing
+    three tasks (two spans and the trace; the rating is written with the trace)."""
+    return max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2 // (SPANS + 1))
+
+
+def store_failure(messages: list[str]) -> str:
+    """Why the store refused a write, told from what it said: SQLite's lock (another process writing
+    the same file: wait, or run one at a time) is not a full disk, and neither is anything else."""
+    text = " ".join(messages).lower()
+    if "database is locked" in text or "database table is locked" in text:
+        return (
+            "its SQLite database was locked by another process writing to it (another pull or eval?) for "
+            "longer than SQLite waits; run one at a time, or use a database server for a shared store"
+        )
+    if any(s in text for s in ("no space left", "database or disk is full", "disk quota exceeded", "errno 28")):
+        return "the disk is full"
+    if messages:
+        return f"MLflow said: {first_line(messages[-1])}"
+    return "MLflow gave no reason (see its warnings above)"
+
+
+@contextmanager
+def _export_warnings() -> Iterator[list[str]]:
+    """What MLflow's exporter logs while traces are written (it reports a failed write only there)."""
+    seen: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                seen.append(record.getMessage())
+
+    handler = _Keep()
+    logger = logging.getLogger("mlflow")
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
+@contextmanager
+def _store_errors(doing: str) -> Iterator[None]:
+    """A store call's failure as one line saying why (a locked SQLite file, a full disk), not a traceback."""
+    try:
+        yield
+    except MlflowException as e:
+        raise StoreError(f"the tracking store could not {doing}: {store_failure([str(e.message)])}") from None
 
 
 def _filter(source: str | None, app: str | None) -> str:

@@ -146,7 +146,7 @@ class MlflowSource:
             unresolved[WEBAPP if user else UNMATCHED] += 1
             return
         free = [t for t in turns if t[0] not in runs.values()]
-        for m in self.dify.messages(conversation, str(user.get("session_id")), lambda _: False) or []:
+        for m in self.dify.messages(conversation, str(user.get("session_id"))) or []:
             candidates = [t for t in free if t[1] == str(m.get("query") or "")]
             if candidates and str(m.get("id")) not in runs:
                 at = int(m.get("created_at") or 0) * 1000

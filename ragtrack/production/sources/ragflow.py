@@ -25,7 +25,7 @@ from ragtrack.agents.ragflow import chunk_context, ragflow_check, without_citati
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.production.messages import utc_iso
-from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
+from ragtrack.production.sources import Batch, Pages, PulledMessage, SourceRequest, UserFeedback, expect
 from ragtrack.production.sources.dify import load_platform_spec, spec_endpoint
 
 PAGE = 100  # sessions per page
@@ -40,6 +40,7 @@ class RagflowSource:
         self.usage = Usage()
 
     def _page(self, page: int) -> list[dict]:
+        """One page of sessions, each in the shape RAGFlow's HTTP API reference gives it, or an error."""
         path = f"/api/v1/chats/{self.chat_id}/sessions"
         params = {"page": page, "page_size": PAGE, "orderby": "update_time", "desc": "true"}
         try:
@@ -47,23 +48,34 @@ class RagflowSource:
         except EndpointError as e:
             hint = " (is the key this RAGFlow's, and chat_id its assistant's?)" if e.code in ("0", "102", "109") else ""
             raise RagtrackError(f"RAGFlow at {self.endpoint.base_url}: {path}: {e}{hint}") from None
-        data = reply.get("data") if isinstance(reply, dict) else None
-        return [s for s in data or [] if isinstance(s, dict)]
+        at = f"RAGFlow at {self.endpoint.base_url}: {path} page {page}"
+        data = expect(expect(reply, dict, at, "the reply").get("data"), list, at, "data")
+        for n, session in enumerate(data):
+            where = f"{at}: data[{n}]"
+            expect(session, dict, where, "the session")
+            expect(session.get("id"), str, where, "id")
+            expect(session.get("messages"), (list, type(None)), where, "messages")
+            expect(session.get("update_time"), (int, float, type(None)), where, "update_time")
+        return data
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
+        self.endpoint.notice = progress
         since = int(cursor.get("update_time") or 0)  # sessions updated before it were read whole
-        newest, page, read = since, 1, 0
+        newest, read = since, 0
+        pages = Pages(f"RAGFlow at {self.endpoint.base_url}: /api/v1/chats/{self.chat_id}/sessions")
         while True:
-            sessions = self._page(page)
-            fresh = [s for s in sessions if int(s.get("update_time") or 0) >= since]
+            sessions = self._page(pages.pages + 1)
+            # A session updated while the pull pages moves to the top and is listed again further down:
+            # read once (a page of nothing but repeats stops the pull).
+            again = pages.new([s["id"] for s in sessions])
+            fresh = [s for s in sessions if s["id"] in again and int(s.get("update_time") or 0) >= since]
             messages = [m for s in fresh for m in session_messages(s)]
             read += len(fresh)
             newest = max([newest, *(int(s.get("update_time") or 0) for s in fresh)])
             progress(f"{self.app}: {read} sessions read")
             yield Batch(messages=messages, pulled=len(messages))
-            if len(fresh) < len(sessions) or len(sessions) < PAGE:
+            if any(int(s.get("update_time") or 0) < since for s in sessions) or len(sessions) < PAGE:
                 break
-            page += 1
         # The newest update seen: the sessions listed after it (older) were all read. Saved only now,
         # since the listing is newest first, a pull stopped half way must read them again.
         yield Batch(cursor={"update_time": newest})
