@@ -173,7 +173,7 @@ class Endpoint:
             else:
                 deadline = time.monotonic() + self.deadline_s
                 with self.client.stream(method, url, json=json_body, params=params) as r:
-                    status, headers, body = r.status_code, r.headers, _parse(_within(r, deadline, self.deadline_s))
+                    status, headers, body = r.status_code, r.headers, _parse(whole_body(r, deadline, self.deadline_s))
         except httpx.TimeoutException:
             raise TransientError(f"no reply within {self.timeout_s:g}s", overload=True, timed_out=True) from None
         except (httpx.TransportError, json.JSONDecodeError) as e:  # dropped connection, torn event stream
@@ -221,7 +221,7 @@ def bearer_endpoint(
     )
 
 
-def _within(response: httpx.Response, deadline: float, limit_s: float) -> bytes:
+def whole_body(response: httpx.Response, deadline: float, limit_s: float) -> bytes:
     """The whole body, or :class:`TransientError` once ``deadline`` (monotonic) passes while it drips in."""
     chunks = []
     for chunk in response.iter_bytes():

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+import httpx
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
@@ -37,7 +40,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
+from ragtrack.agents.endpoint import whole_body
 from ragtrack.errors import StoreError
+from ragtrack.llm.base import TransientError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
 from ragtrack.tracking.store import Store, Tag, _quote, first_line
@@ -271,8 +276,9 @@ class TraceExperiment:
 
     def __init__(self, tracking_uri: str, experiment: str):
         """``experiment``: a name or an ID."""
-        self.client = MlflowClient(tracking_uri)
         where = without_credentials(tracking_uri)
+        _answers(tracking_uri, where)
+        self.client = MlflowClient(tracking_uri)
         try:
             found = self.client.get_experiment_by_name(experiment)
             if found is None and experiment.isdigit():
@@ -340,6 +346,29 @@ def _store_errors(doing: str) -> Iterator[None]:
         yield
     except MlflowException as e:
         raise StoreError(f"the tracking store could not {doing}: {store_failure([str(e.message)])}") from None
+
+
+#: The most a tracking server (``--source-uri``) may take to answer at all: MLflow's own client waits
+#: 120 s a request and retries seven times, so a silent server held a pull past 200 s.
+ANSWER_WITHIN_S = 10.0
+
+
+def _answers(tracking_uri: str, where: str) -> None:
+    """A tracking server answers (anything, within :data:`ANSWER_WITHIN_S`), else one error; not a server: nothing."""
+    if urlsplit(tracking_uri).scheme not in ("http", "https"):
+        return
+    try:
+        with (
+            httpx.Client(timeout=ANSWER_WITHIN_S) as client,
+            client.stream("GET", tracking_uri.rstrip("/") + "/health") as reply,
+        ):
+            whole_body(reply, time.monotonic() + ANSWER_WITHIN_S, ANSWER_WITHIN_S)
+    except httpx.TimeoutException:
+        raise StoreError(
+            f"the tracking server {where} sent no reply within {ANSWER_WITHIN_S:g} s (GET /health); is it up?"
+        ) from None
+    except (httpx.HTTPError, TransientError) as e:
+        raise StoreError(f"the tracking server {where} did not answer GET /health: {e}; is it up?") from None
 
 
 def _filter(source: str | None, app: str | None) -> str:
