@@ -10,6 +10,7 @@ bounded (the servers' waits end when they close; requests have a whole-reply dea
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from ragtrack.testing.hostile import (
     DifyApp,
     HostileServer,
     RagflowApp,
+    Reply,
     drip,
     endless,
     junk,
@@ -219,19 +221,20 @@ def test_a_resume_fills_gaps_anywhere_not_only_above_the_newest_stored_message(p
     app.rate("c-m00249", "like")
     with HostileServer(app) as server:
         version = dify_spec(project, server)
-        kept = [messages[3], messages[100], messages[249]]
-        server.misbehave("/v1/messages", lambda q, r: _only(r, {m.id for m in kept}))
+        kept = {messages[3].id, messages[100].id, messages[249].id}
+        server.misbehave("/v1/messages", lambda q, r: _only(app, q, kept))
         pull_logs("dify", version=version, root=project)
         (project / ".ragtrack" / "production" / "cursors" / "dify-hostile.json").unlink()
-        assert sorted(stored(project)) == sorted(m.id for m in kept)
+        assert sorted(stored(project)) == sorted(kept)
         server.misbehave("/v1/messages", None)
         report = pull_logs("dify", version=version, root=project)
     assert report.new == 247 and sorted(stored(project)) == [m.id for m in messages]
 
 
-def _only(reply, ids: set[str]):
-    body = reply.body
-    return type(reply)({**body, "data": [m for m in body["data"] if m["id"] in ids]})
+def _only(app: DifyApp, query: dict[str, str], ids: set[str]) -> Reply:
+    """The conversation as one page holding only ``ids``: what a cut, unordered write left in the store."""
+    whole = app.messages({**query, "limit": "100000"}).body
+    return Reply({**whole, "data": [m for m in whole["data"] if m["id"] in ids]})
 
 
 @pytest.mark.slow
@@ -271,7 +274,15 @@ PAGING = [
 
 
 def _feedback(n: str) -> dict:
-    return {"id": f"f{n}", "message_id": f"m{n}", "conversation_id": "c1", "rating": "like", "content": None}
+    return {
+        "id": f"f{n}",
+        "message_id": f"m{n}",
+        "conversation_id": "c1",
+        "rating": "like",
+        "content": None,
+        "from_source": "user",
+        "from_end_user_id": "eu-c1",
+    }
 
 
 @pytest.mark.parametrize(("path", "how", "error"), PAGING, ids=["feedbacks-repeat", "messages-repeat", "endless"])
@@ -321,10 +332,10 @@ def test_a_reply_that_never_completes_is_given_up_on_within_the_deadline(project
     with HostileServer(small_app()) as server:
         server.misbehave("/v1/app/feedbacks", how)
         started = time.monotonic()
-        with pytest.raises(RagtrackError, match=error):
+        with pytest.raises(RagtrackError, match=re.escape(error)):
             pull_logs("dify", version=dify_spec(project, server, timeout_s=1.5), root=project)
         took = time.monotonic() - started
-    assert took < 10, took
+    assert took < 20, took  # two attempts of 1.5 s and the pull's start-up on a busy machine
 
 
 def test_a_huge_retry_after_is_capped_and_said(project):
@@ -337,7 +348,7 @@ def test_a_huge_retry_after_is_capped_and_said(project):
         report = pull_logs("dify", version=dify_spec(project, server), root=project, progress=lines.append)
         took = time.monotonic() - started
     said = f"{server.base_url}/v1/app/feedbacks asked to wait 86400 s (Retry-After); waiting 1 s at most"
-    assert said in lines and report.new == 10 and took < 20
+    assert any(line.startswith(said) for line in lines) and report.new == 10 and took < 30
 
 
 def test_source_uri_to_a_silent_server_is_given_up_on(project):
@@ -385,7 +396,7 @@ def test_two_pulls_started_together_store_each_message_once(project):
     codes = sorted(p.returncode for p in procs)
     assert codes in ([0, 0], [0, 2]), outs
     assert "Traceback" not in "".join(o + e for o, e in outs)
-    assert len(read_messages(open_store(load_config(project)))) == 10
+    assert len(read_messages(open_store(load_config(project)))) == 10, outs
 
 
 @pytest.mark.parametrize(

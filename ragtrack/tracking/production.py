@@ -45,7 +45,7 @@ from ragtrack.errors import StoreError
 from ragtrack.llm.base import TransientError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
-from ragtrack.tracking.store import Store, Tag, _quote, first_line
+from ragtrack.tracking.store import Store, Tag, _quote, first_line, store_failure
 from ragtrack.tracking.traces import context_of, retriever_document
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
@@ -302,22 +302,6 @@ def export_chunk() -> int:
     """Production traces handed to MLflow's exporter at once: half its queue at most, each trace costing
     three tasks (two spans and the trace; the rating is written with the trace)."""
     return max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2 // (SPANS + 1))
-
-
-def store_failure(messages: list[str]) -> str:
-    """Why the store refused a write, told from what it said: SQLite's lock (another process writing
-    the same file: wait, or run one at a time) is not a full disk, and neither is anything else."""
-    text = " ".join(messages).lower()
-    if "database is locked" in text or "database table is locked" in text:
-        return (
-            "its SQLite database was locked by another process writing to it (another pull or eval?) for "
-            "longer than SQLite waits; run one at a time, or use a database server for a shared store"
-        )
-    if any(s in text for s in ("no space left", "database or disk is full", "disk quota exceeded", "errno 28")):
-        return "the disk is full"
-    if messages:
-        return f"MLflow said: {first_line(messages[-1])}"
-    return "MLflow gave no reason (see its warnings above)"
 
 
 @contextmanager

@@ -775,7 +775,25 @@ def _probe_sqlite(path: Path, writing: bool) -> None:
             db.close()
     except sqlite3.Error as e:
         what = "write to" if writing and path.is_file() else "open"
+        if "locked" in str(e) or "full" in str(e):
+            raise StoreError(f"cannot {what} the store {path}: {store_failure([str(e)])}") from None
         raise StoreError(f"cannot {what} the store {path}: {e} (check the permissions of it and its folder)") from None
+
+
+def store_failure(messages: list[str]) -> str:
+    """Why the store refused a write, told from what it said: SQLite's lock (another process writing
+    the same file: wait, or run one at a time) is not a full disk, and neither is anything else."""
+    text = " ".join(messages).lower()
+    if "database is locked" in text or "database table is locked" in text:
+        return (
+            "its SQLite database was locked by another process writing to it (another pull or eval?) for "
+            "longer than SQLite waits; run one at a time, or use a database server for a shared store"
+        )
+    if any(s in text for s in ("no space left", "database or disk is full", "disk quota exceeded", "errno 28")):
+        return "the disk is full"
+    if messages:
+        return f"MLflow said: {first_line(messages[-1])}"
+    return "MLflow gave no reason (see its warnings above)"
 
 
 def open_store(

@@ -152,8 +152,8 @@ class Pages:
     pages as the listing changes under the pull (a new feedback on top) repeat only partly: the
     repeats are dropped, the rest read."""
 
-    def __init__(self, where: str, cap: int = MAX_PAGES):
-        self.where, self.cap = where, cap
+    def __init__(self, where: str, cap: int | None = None):
+        self.where, self.cap = where, cap or MAX_PAGES
         self.pages = 0
         self.seen: set[str] = set()
 
