@@ -175,7 +175,7 @@ def test_feedbacks_are_withdrawn_only_from_an_explicit_well_formed_listing(proje
 # ---------------------------------------------------------------- 2. resume finds the gaps; SIGKILL loses nothing
 
 
-def pull_killed_at_trace(project: Path, version: str, n: int) -> subprocess.CompletedProcess:
+def pull_killed_at_trace(project: Path, version: str, n: int, timeout_s: float = 600) -> subprocess.CompletedProcess:
     """``ragtrack logs pull`` in a process SIGKILLed as it hands its ``n``-th trace to the exporter."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "ragtrack.testing.kill", f"trace:{n}", "--root", str(project)]
@@ -184,7 +184,7 @@ def pull_killed_at_trace(project: Path, version: str, n: int) -> subprocess.Comp
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s,
     )
 
 
@@ -240,22 +240,21 @@ def _only(app: DifyApp, query: dict[str, str], ids: set[str]) -> Reply:
 @pytest.mark.slow
 def test_sigkill_in_a_10000_message_conversation_loses_nothing(project):
     """The campaign's 10,000-message conversation (where MLflow's export queue dropped 9,174 traces):
-    one pull SIGKILLed mid-way, the next finishing it; every message stored once, by count and by ID.
-    Slow (about two minutes on a quiet machine; a 10,000-trace write is the point): the cheap
-    kill-at-several-points test above covers the same machinery on 600."""
+    one pull SIGKILLed mid-write at its 1,500th trace, the next finishing it; every message stored
+    once, by count and by ID. Slow — writing 10,000 traces to SQLite is the point: about 80 a second
+    on a quiet machine (two minutes), under a tenth of that on a loaded one; the kill-at-several-points
+    test above covers the same machinery on 600 in a fraction of it."""
     app = DifyApp()
     messages = app.conversation("huge", 10_000)
     app.rate("huge-m09999", "dislike")
     with HostileServer(app) as server:
-        version = dify_spec(project, server, timeout_s=30)
-        killed = pull_killed_at_trace(project, version, 6_000)
+        version = dify_spec(project, server, timeout_s=60)
+        killed = pull_killed_at_trace(project, version, 1_500, timeout_s=3600)
         assert killed.returncode == -9, killed.stderr[-2000:]
         cut = len(stored(project))
-        started = time.monotonic()
         report = pull_logs("dify", version=version, root=project)
-        print(f"resumed pull of {10_000 - cut} messages: {time.monotonic() - started:.0f} s")
     after = stored(project)
-    assert 0 < cut < 10_000 and report.new == 10_000 - cut
+    assert 0 < cut < 1_500 and report.new == 10_000 - cut
     assert len(after) == 10_000 and sorted(after) == [m.id for m in messages]
     assert after["huge-m09999"][0] == "dislike"
 

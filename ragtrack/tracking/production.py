@@ -251,8 +251,10 @@ def read_messages(
 
 
 def search(client: MlflowClient, experiment_id: str, query: str = "", *, spans: bool) -> Iterator[Trace]:
-    """Every trace of an experiment matching ``query``, oldest first, page by page."""
+    """Every trace of an experiment matching ``query``, oldest first, page by page (a server handing
+    back a page token it gave before would be paged forever: that stops with an error)."""
     token = None
+    tokens: set[str] = set()
     while True:
         page = client.search_traces(
             locations=[experiment_id],
@@ -266,6 +268,9 @@ def search(client: MlflowClient, experiment_id: str, query: str = "", *, spans: 
         token = page.token
         if not token:
             return
+        if token in tokens:
+            raise StoreError(f"the tracking store repeats a page of traces (page token {token[:40]!r}); stopped")
+        tokens.add(token)
 
 
 class TraceExperiment:
