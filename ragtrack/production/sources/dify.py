@@ -11,7 +11,8 @@ feedbacks, and reads a conversation's messages only as the end user who had it. 
    string the app sent), once per end user and pull (never kept: it names the user);
 3. ``GET /messages?conversation_id&user`` (newest first, older pages by ``first_id`` while
    ``has_more``) — question, answer and ``retriever_resources`` of every message in each rated
-   conversation, down to the first message a previous pull stored.
+   conversation: all of it, or down to the message the cursor says an earlier pull stored it whole
+   up to (a pull killed mid-write leaves any subset, so an unmarked conversation is read whole).
 
 What it cannot read is counted by reason, per feedback: WebApp users' conversations (Dify scopes
 conversations to their end user, and a web-page user is not a service API user), deleted
