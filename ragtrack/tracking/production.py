@@ -22,6 +22,7 @@ deleted there and written again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -54,6 +55,7 @@ PRODUCTION = "production"
 RATING = "user_rating"
 RETRIEVE_SPAN = "retrieve"
 SPANS = 2  # a complete production trace: the root and its retrieve span
+WRITE_ATTEMPTS = 3  # a message whose trace the store did not keep is written again, this many times in all
 _SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
 
 
@@ -138,27 +140,42 @@ class ProductionLog:
         Written at the store's pace: MLflow's exporter hands traces to a queue that drops, with a
         warning, what it is given while full (a pull of a 10,000-message conversation lost 9,174), so
         they go in chunks that fill half of it at most, each written whole before the next is handed
-        over. And the exporter reports a failed write as a warning and goes on: the traces are looked
-        up once written, and any the store did not keep is an error naming why (the pull's cursor does
-        not move past them)."""
-        written: list[str] = []
+        over. And the exporter reports a failed write as a warning, or only at debug level (a span
+        write that met SQLite's lock on a loaded machine lost one trace in 166), and goes on: the
+        traces are looked up once written, those the store did not keep whole are written again, and
+        any still missing after
+        :data:`WRITE_ATTEMPTS` is an error naming why (the pull's cursor does not move past them)."""
+        ids: list[str | None] = [None] * len(messages)
         with _export_warnings() as warnings:
-            for i in range(0, len(messages), export_chunk()):
-                chunk = [self._trace(m) for m in messages[i : i + export_chunk()]]
-                mlflow.flush_trace_async_logging()
-                written += chunk
-        if not written:
-            return []
-        kept: set[str] = set()
-        for i in range(0, len(written), 100):
-            ids = ", ".join(_quote(t) for t in written[i : i + 100])
-            kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
-        if lost := len(written) - len(kept & set(written)):
+            for _ in range(WRITE_ATTEMPTS):
+                todo = [n for n, t in enumerate(ids) if t is None]
+                if not todo:
+                    break
+                written: dict[int, str] = {}
+                for i in range(0, len(todo), export_chunk()):
+                    written |= {n: self._trace(messages[n]) for n in todo[i : i + export_chunk()]}
+                    mlflow.flush_trace_async_logging()
+                kept = self._complete(list(written.values()))
+                for n, trace_id in written.items():
+                    ids[n] = trace_id if trace_id in kept else None
+                if partial := [t for t in written.values() if t not in kept]:
+                    with contextlib.suppress(MlflowException):  # half-written ones, if any: written again
+                        self.store.client.delete_traces(self.experiment_id, trace_ids=partial)
+        if lost := sum(t is None for t in ids):
             raise StoreError(
-                f"the tracking store kept no trace of {lost} of {len(written)} production messages: "
-                f"{store_failure(warnings)}; pull again once the store is fixed (what was stored is kept)"
+                f"the tracking store kept no trace of {lost} of {len(messages)} production messages after "
+                f"{WRITE_ATTEMPTS} attempts: {store_failure(warnings)}; pull again once the store is fixed "
+                "(what was stored is kept)"
             )
-        return written
+        return [t for t in ids if t is not None]
+
+    def _complete(self, trace_ids: list[str]) -> set[str]:
+        """Which of ``trace_ids`` the store holds with all their spans."""
+        kept: set[str] = set()
+        for i in range(0, len(trace_ids), 100):
+            ids = ", ".join(_quote(t) for t in trace_ids[i : i + 100])
+            kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
+        return kept
 
     def _trace(self, m: ProductionMessage) -> str:
         start = epoch_ms(m.created_at) * 1_000_000

@@ -786,8 +786,9 @@ def store_failure(messages: list[str]) -> str:
     text = " ".join(messages).lower()
     if "database is locked" in text or "database table is locked" in text:
         return (
-            "its SQLite database was locked by another process writing to it (another pull or eval?) for "
-            "longer than SQLite waits; run one at a time, or use a database server for a shared store"
+            "its SQLite database was locked by another writer for longer than SQLite waits (another pull or "
+            "eval, or MLflow's own export threads on a loaded machine): not a full disk; run one at a time, "
+            "or use a database server for a shared store"
         )
     if any(s in text for s in ("no space left", "database or disk is full", "disk quota exceeded", "errno 28")):
         return "the disk is full"
