@@ -80,17 +80,19 @@ class ProductionLog:
 
     # ------------------------------------------------------------ reading
     def index(self, source: str, app: str) -> dict[str, Stored]:
-        """Message ID → what is stored, for every complete trace of ``source``/``app``. Incomplete traces
-        (a killed write) and duplicates (two pulls racing) are deleted, so their messages count as new."""
+        """Message ID → what is stored, for every complete trace of ``source``/``app`` (its spans read
+        back). Incomplete traces (a killed write, a span write lost) and duplicates (two pulls racing)
+        are deleted, so their messages count as new."""
         with _store_errors("read what is stored"):
             return self._index(source, app)
 
     def _index(self, source: str, app: str) -> dict[str, Stored]:
         found: dict[str, Stored] = {}
         stale: list[str] = []
-        for info in self._infos(_filter(source, app)):
+        for trace in self._traces(_filter(source, app), spans=True):
+            info = trace.info
             message = info.tags.get(Tag.PRODUCTION_MESSAGE)
-            if message is None or message in found or _span_count(info) != SPANS:
+            if message is None or message in found or not _whole(trace):
                 stale.append(info.trace_id)
                 continue
             current = _rating(info)
@@ -170,11 +172,13 @@ class ProductionLog:
         return [t for t in ids if t is not None]
 
     def _complete(self, trace_ids: list[str]) -> set[str]:
-        """Which of ``trace_ids`` the store holds with all their spans."""
+        """Which of ``trace_ids`` the store holds with all their spans, read back as :meth:`read` reads
+        them (the trace's own span count is written apart from the spans: a span write lost to SQLite's
+        lock left a trace that said 2 spans and had 1)."""
         kept: set[str] = set()
         for i in range(0, len(trace_ids), 100):
             ids = ", ".join(_quote(t) for t in trace_ids[i : i + 100])
-            kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
+            kept.update(t.info.trace_id for t in self._traces(f"request_id IN ({ids})", spans=True) if _whole(t))
         return kept
 
     def _trace(self, m: ProductionMessage) -> str:
@@ -384,6 +388,11 @@ def _filter(source: str | None, app: str | None) -> str:
         if value
     ]
     return " and ".join(clauses)
+
+
+def _whole(trace: Trace) -> bool:
+    """A trace with every span it should have, as the store gives them back (not only as it counts them)."""
+    return _span_count(trace.info) == SPANS and _message(trace) is not None
 
 
 def _span_count(info: TraceInfo) -> int:
