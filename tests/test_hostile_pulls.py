@@ -381,25 +381,6 @@ def test_a_second_pull_of_the_same_source_refuses_while_one_runs(project):
     assert not Path(f"{cursor}.lock").exists()
 
 
-def test_two_pulls_started_together_store_each_message_once(project):
-    """Two real processes pulling the same app at once: one stores, the other refuses (or finds it
-    all stored); 10 traces for 10 messages, not 20."""
-    with HostileServer(small_app()) as server:
-        version = dify_spec(project, server)
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        cmd = [sys.executable, "-m", "ragtrack.cli", "--root", str(project), "logs", "pull"]
-        cmd += ["--from", "dify", "--version", version]
-        procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        outs = [p.communicate(timeout=300) for p in procs]
-    codes = sorted(p.returncode for p in procs)
-    assert codes in ([0, 0], [0, 2]), outs
-    assert "Traceback" not in "".join(o + e for o, e in outs)
-    assert len(read_messages(open_store(load_config(project)))) == 10, [
-        (p.returncode, o, e) for p, (o, e) in zip(procs, outs, strict=True)
-    ]
-
-
 @pytest.mark.parametrize(
     ("said", "reason"),
     [
