@@ -10,6 +10,7 @@ half-written golden set, cache entry or index behind.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -18,8 +19,9 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
-from ragtrack.errors import InputError, Problem
+from ragtrack.errors import InputError, Problem, RagtrackError
 
 # The process's umask, read once (it can only be read by setting it): temporary files are created
 # private (0600, 0700), and what replaces a user's file must be as readable as a plain write makes it.
@@ -224,3 +226,32 @@ def atomic_folder(target: str | Path) -> Iterator[Path]:
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
+
+
+def hold_lock(lock_path: str | Path, busy: str) -> IO[str]:
+    """An exclusive lock on ``lock_path`` (created), held by the returned open file until
+    :func:`release_lock` or the process's end (a SIGKILLed holder lets it go with its files); raises
+    ``RagtrackError(busy)`` at once when another process holds it. Two evals sharing a checkpoint, two
+    pulls sharing a cursor: the second refuses rather than writing the same things twice."""
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        holder = open(lock_path, "a")  # noqa: SIM115 - held open until release_lock()
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder.close()
+            raise RagtrackError(busy) from None
+        # The last holder removes the file as it lets go: a lock taken on the file it removed is no
+        # lock (a process starting next would create a new one and hold it too). Take the new one.
+        try:
+            if os.stat(lock_path).st_ino == os.fstat(holder.fileno()).st_ino:
+                return holder
+        except FileNotFoundError:
+            pass
+        holder.close()
+
+
+def release_lock(holder: IO[str]) -> None:
+    """Let a :func:`hold_lock` lock go, leaving no lock file behind."""
+    Path(holder.name).unlink(missing_ok=True)
+    holder.close()  # which lets the lock go

@@ -440,7 +440,7 @@ def test_a_checkpoint_lock_taken_on_the_file_its_holder_just_removed_is_taken_ag
     holder's release inside the first flock: milliseconds apart, it cannot be produced on demand."""
     import fcntl
 
-    from ragtrack.evaluation import runner
+    from ragtrack import files
     from ragtrack.evaluation.runner import Checkpoint
 
     path = tmp_path / "checkpoints" / "v1-abc.jsonl"
@@ -454,10 +454,10 @@ def test_a_checkpoint_lock_taken_on_the_file_its_holder_just_removed_is_taken_ag
             first.release()  # the holder removes the file and lets go between open and flock
         return real_flock(fd, flags)
 
-    monkeypatch.setattr(runner.fcntl, "flock", flock_after_release)
+    monkeypatch.setattr(files.fcntl, "flock", flock_after_release)
     second = Checkpoint(path)
     second.hold()
-    monkeypatch.setattr(runner.fcntl, "flock", real_flock)
+    monkeypatch.setattr(files.fcntl, "flock", real_flock)
     assert len(calls) == 2, "the lock on the removed file was let go and the new file taken"
     third = Checkpoint(path)
     with pytest.raises(RagtrackError, match="another eval with the same version"):
@@ -513,8 +513,9 @@ def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_comma
         ),
         (
             ["Failed to log trace to the trace server. Error: (sqlite3.OperationalError) database is locked.", "x"],
-            "MLflow said: Failed to log trace to the trace server. Error: (sqlite3.OperationalError) database is "
-            "locked. (and 1 more warning(s))",
+            "its SQLite database was locked by another writer for longer than SQLite waits (another pull or "
+            "eval, or MLflow's own export threads on a loaded machine): not a full disk; run one at a time, "
+            "or use a database server for a shared store",
         ),
         (
             ["Trace export queue is full, trace will be discarded."],

@@ -104,11 +104,17 @@ class Endpoint:
         retry: RetryPolicy | None = None,
         memory: EndpointMemory | None = None,
         circuit: Circuit | None = None,
+        deadline_s: float | None = None,
     ):
         """``min_concurrency``: a floor the user knows the endpoint serves; ``memory``: where the
         concurrency this endpoint sustains is remembered between runs; ``circuit``: the agent's,
-        which stops the run when requests keep getting no reply (see :class:`Circuit`)."""
+        which stops the run when requests keep getting no reply (see :class:`Circuit`);
+        ``deadline_s``: the most one whole reply may take (httpx's ``timeout_s`` bounds each read,
+        so a server sending a byte a second never trips it)."""
         self.circuit = circuit
+        self.deadline_s = deadline_s
+        #: Told when a server asks, with ``Retry-After``, for a longer wait than the retry policy's cap.
+        self.notice: Callable[[str], None] = lambda line: None
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.check = check
@@ -162,9 +168,13 @@ class Endpoint:
                 with self.client.stream(method, url, json=json_body, params=params) as r:
                     status, headers = r.status_code, r.headers
                     body = _events(r.iter_lines()) if status < 400 else _parse(r.read())
-            else:
+            elif self.deadline_s is None:
                 r = self.client.request(method, url, json=json_body, params=params)
                 status, headers, body = r.status_code, r.headers, _parse(r.content)
+            else:
+                deadline = time.monotonic() + self.deadline_s
+                with self.client.stream(method, url, json=json_body, params=params) as r:
+                    status, headers, body = r.status_code, r.headers, _parse(whole_body(r, deadline, self.deadline_s))
         except httpx.TimeoutException:
             raise TransientError(f"no reply within {self.timeout_s:g}s", overload=True, timed_out=True) from None
         except (httpx.TransportError, json.JSONDecodeError) as e:  # dropped connection, torn event stream
@@ -172,6 +182,11 @@ class Endpoint:
         problem = self.check(status, body) or standard_check(status, body)
         if isinstance(problem, TransientError) and problem.retry_after is None:
             problem.retry_after = retry_after(headers)
+            if problem.retry_after is not None and problem.retry_after > self.retry.max_delay_s:
+                self.notice(
+                    f"{without_credentials(self.base_url)}{path} asked to wait {problem.retry_after:.0f} s "
+                    f"(Retry-After); waiting {self.retry.max_delay_s:g} s at most before asking again"
+                )
         if problem is not None:
             raise problem
         if isinstance(body, _NotJson):  # a web page where an API should be: asking again will not help
@@ -189,6 +204,8 @@ def bearer_endpoint(
     min_concurrency: int = 1,
     memory: EndpointMemory | None = None,
     circuit: Circuit | None = None,
+    retry: RetryPolicy | None = None,
+    deadline_s: float | None = None,
 ) -> Endpoint:
     """An endpoint authenticated the way Dify and RAGFlow both do: ``Authorization: Bearer <key>``."""
     return Endpoint(
@@ -200,7 +217,19 @@ def bearer_endpoint(
         check=check,
         memory=memory,
         circuit=circuit,
+        retry=retry,
+        deadline_s=deadline_s,
     )
+
+
+def whole_body(response: httpx.Response, deadline: float, limit_s: float) -> bytes:
+    """The whole body, or :class:`TransientError` once ``deadline`` (monotonic) passes while it drips in."""
+    chunks = []
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TransientError(f"no whole reply within {limit_s:g}s (it kept trickling in)", timed_out=True)
+    return b"".join(chunks)
 
 
 def _parse(content: bytes) -> Any:

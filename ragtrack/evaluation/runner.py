@@ -11,7 +11,6 @@ that was down is the reason to resume.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import threading
@@ -35,7 +34,7 @@ from ragtrack.evaluation.scoring import (
     judges_for,
     score_item,
 )
-from ragtrack.files import named
+from ragtrack.files import hold_lock, named, release_lock
 from ragtrack.golden import GoldenItem, GoldenSet
 from ragtrack.llm.accounting import Usage
 from ragtrack.llm.client import CircuitOpenError, EndpointRefusedError
@@ -70,32 +69,15 @@ class Checkpoint:
         :meth:`release` or by the process's end). Two evals of one version, golden set and judge
         in one project share a checkpoint: the second took the first's live one for an interrupted
         run, wrote into its MLflow run and failed on its params."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = f"{self.path}.lock"
-        while True:
-            holder = open(lock_path, "a")  # noqa: SIM115 - held open until release()
-            try:
-                fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder.close()
-                raise RagtrackError(
-                    f"another eval with the same version, golden set and judge is running in this project "
-                    f"(it holds {self.path}); wait for it to finish"
-                ) from None
-            # The last holder removes the file as it lets go: a lock taken on the file it removed is no
-            # lock (an eval starting next would create a new one and hold it too). Take the new one.
-            try:
-                if os.stat(lock_path).st_ino == os.fstat(holder.fileno()).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            holder.close()
-        self._holder = holder
+        self._holder = hold_lock(
+            f"{self.path}.lock",
+            f"another eval with the same version, golden set and judge is running in this project "
+            f"(it holds {self.path}); wait for it to finish",
+        )
 
     def release(self) -> None:
         if self._holder is not None:
-            Path(self._holder.name).unlink(missing_ok=True)  # no lock files left behind
-            self._holder.close()  # which lets the lock go
+            release_lock(self._holder)
             self._holder = None
 
     def load(self) -> tuple[dict, dict[str, ItemRecord], dict[str, Usage]]:

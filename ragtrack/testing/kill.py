@@ -3,6 +3,9 @@
 For the crash tests of promotion: the process dies between two of
 :data:`ragtrack.tracking.promotion.STEPS`, chosen by name rather than by timing,
 as a cancelled CI job dies (no ``finally`` runs, nothing is flushed).
+
+``trace:N`` instead of a step: SIGKILLed as a ``logs pull`` hands its N-th production trace to
+MLflow's exporter — mid-write, with the traces before it partly exported, the harshest point.
 """
 
 from __future__ import annotations
@@ -17,18 +20,37 @@ from ragtrack.tracking import promotion
 
 def main() -> None:
     step, args = sys.argv[1], sys.argv[2:]
-    if step not in promotion.STEPS:
+    if step.startswith("trace:"):
+        _kill_at_trace(int(step.partition(":")[2]))
+    elif step not in promotion.STEPS:
         raise SystemExit(f"unknown step {step!r}; known: {', '.join(promotion.STEPS)}")
-    marked = promotion.begin
+    else:
+        marked = promotion.begin
 
-    def begin(name: str) -> None:
-        if name == step:
-            os.kill(os.getpid(), signal.SIGKILL)
-        marked(name)
+        def begin(name: str) -> None:
+            if name == step:
+                os.kill(os.getpid(), signal.SIGKILL)
+            marked(name)
 
-    promotion.begin = begin
+        promotion.begin = begin
     sys.argv = ["ragtrack", *args]
     run()
+
+
+def _kill_at_trace(n: int) -> None:
+    from ragtrack.tracking.production import ProductionLog
+
+    trace = ProductionLog._trace
+    count = 0
+
+    def counted(self, message):
+        nonlocal count
+        count += 1
+        if count == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return trace(self, message)
+
+    ProductionLog._trace = counted
 
 
 if __name__ == "__main__":

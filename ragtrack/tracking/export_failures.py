@@ -4,8 +4,9 @@ MLflow exports traces asynchronously: a write that fails is logged as a warning 
 (``Failed to send trace to MLflow backend: …``) or its export queue (``… Error: …``) and dropped,
 and ragtrack finds out only by looking the traces up afterwards. What the user is then told is the
 cause MLflow gave — "the disk is full" only when it said so (``No space left on device``,
-``[Errno 28]``, SQLite's ``database or disk is full``), never as a guess for any other cause (a
-locked or read-only database, a full export queue, a server that went away).
+``[Errno 28]``, SQLite's ``database or disk is full``), never as a guess for any other cause; a
+locked SQLite file (another writer held it longer than SQLite waits) is said as such, and anything
+else (a read-only database, a full export queue, a server that went away) is quoted.
 """
 
 from __future__ import annotations
@@ -45,8 +46,18 @@ def heard() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
+#: SQLite's words for a lock it waited out.
+_LOCKED = ("database is locked", "database table is locked")
+
+
 def cause(said: list[str]) -> str:
-    """Why MLflow could not write traces, from what its exporter said (:func:`heard`)."""
+    """Why MLflow (or its store) could not write, from what it said (:func:`heard`, or an exception's text)."""
+    if any(word in s.lower() for s in said for word in _LOCKED):
+        return (
+            "its SQLite database was locked by another writer for longer than SQLite waits (another pull or "
+            "eval, or MLflow's own export threads on a loaded machine): not a full disk; run one at a time, "
+            "or use a database server for a shared store"
+        )
     if full := next((s for s in said if any(word in s.lower() for word in _FULL_DISK)), None):
         return f"the disk is full ({_clip(full)}): free space on it"
     if said:

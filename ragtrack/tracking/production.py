@@ -22,19 +22,27 @@ deleted there and written again.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+import httpx
 import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
+from mlflow.environment_variables import MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE
 from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
+from ragtrack.agents.endpoint import whole_body
 from ragtrack.errors import StoreError
+from ragtrack.llm.base import TransientError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
 from ragtrack.tracking.export_failures import cause, heard
@@ -47,6 +55,7 @@ PRODUCTION = "production"
 RATING = "user_rating"
 RETRIEVE_SPAN = "retrieve"
 SPANS = 2  # a complete production trace: the root and its retrieve span
+WRITE_ATTEMPTS = 3  # a message whose trace the store did not keep is written again, this many times in all
 _SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
 
 
@@ -71,13 +80,19 @@ class ProductionLog:
 
     # ------------------------------------------------------------ reading
     def index(self, source: str, app: str) -> dict[str, Stored]:
-        """Message ID → what is stored, for every complete trace of ``source``/``app``. Incomplete traces
-        (a killed write) and duplicates (two pulls racing) are deleted, so their messages count as new."""
+        """Message ID → what is stored, for every complete trace of ``source``/``app`` (its spans read
+        back). Incomplete traces (a killed write, a span write lost) and duplicates (two pulls racing)
+        are deleted, so their messages count as new."""
+        with _store_errors("read what is stored"):
+            return self._index(source, app)
+
+    def _index(self, source: str, app: str) -> dict[str, Stored]:
         found: dict[str, Stored] = {}
         stale: list[str] = []
-        for info in self._infos(_filter(source, app)):
+        for trace in self._traces(_filter(source, app), spans=True):
+            info = trace.info
             message = info.tags.get(Tag.PRODUCTION_MESSAGE)
-            if message is None or message in found or _span_count(info) != SPANS:
+            if message is None or message in found or not _whole(trace):
                 stale.append(info.trace_id)
                 continue
             current = _rating(info)
@@ -124,24 +139,47 @@ class ProductionLog:
     def write(self, messages: list[ProductionMessage]) -> list[str]:
         """One trace per message, in the store before this returns; their trace IDs, in order.
 
-        MLflow's exporter reports a failed write as a warning and goes on: the traces are looked up once
-        written, and any the store did not keep is an error saying why (the pull's cursor does not move
-        past them)."""
-        with heard() as said:
-            written = [self._trace(m) for m in messages]
-            if not written:
-                return []
-            mlflow.flush_trace_async_logging()
-        kept: set[str] = set()
-        for i in range(0, len(written), 100):
-            ids = ", ".join(_quote(t) for t in written[i : i + 100])
-            kept.update(info.trace_id for info in self._infos(f"request_id IN ({ids})") if _span_count(info) == SPANS)
-        if lost := len(written) - len(kept & set(written)):
+        Written at the store's pace: MLflow's exporter hands traces to a queue that drops, with a
+        warning, what it is given while full (a pull of a 10,000-message conversation lost 9,174), so
+        they go in chunks that fill half of it at most, each written whole before the next is handed
+        over. And the exporter reports a failed write as a warning, or only at debug level (a span
+        write that met SQLite's lock on a loaded machine lost one trace in 166), and goes on: the
+        traces are looked up once written, those the store did not keep whole are written again, and
+        any still missing after
+        :data:`WRITE_ATTEMPTS` is an error naming why (the pull's cursor does not move past them)."""
+        ids: list[str | None] = [None] * len(messages)
+        with heard() as warnings:
+            for _ in range(WRITE_ATTEMPTS):
+                todo = [n for n, t in enumerate(ids) if t is None]
+                if not todo:
+                    break
+                written: dict[int, str] = {}
+                for i in range(0, len(todo), export_chunk()):
+                    written |= {n: self._trace(messages[n]) for n in todo[i : i + export_chunk()]}
+                    mlflow.flush_trace_async_logging()
+                kept = self._complete(list(written.values()))
+                for n, trace_id in written.items():
+                    ids[n] = trace_id if trace_id in kept else None
+                if partial := [t for t in written.values() if t not in kept]:
+                    with contextlib.suppress(MlflowException):  # half-written ones, if any: written again
+                        self.store.client.delete_traces(self.experiment_id, trace_ids=partial)
+        if lost := sum(t is None for t in ids):
             raise StoreError(
-                f"the tracking store kept no trace of {lost} of {len(written)} production messages: "
-                f"{cause(said)}; pull again once the store is fixed"
+                f"the tracking store kept no trace of {lost} of {len(messages)} production messages after "
+                f"{WRITE_ATTEMPTS} attempts: {cause(warnings)}; pull again once the store is fixed "
+                "(what was stored is kept)"
             )
-        return written
+        return [t for t in ids if t is not None]
+
+    def _complete(self, trace_ids: list[str]) -> set[str]:
+        """Which of ``trace_ids`` the store holds with all their spans, read back as :meth:`read` reads
+        them (the trace's own span count is written apart from the spans: a span write lost to SQLite's
+        lock left a trace that said 2 spans and had 1)."""
+        kept: set[str] = set()
+        for i in range(0, len(trace_ids), 100):
+            ids = ", ".join(_quote(t) for t in trace_ids[i : i + 100])
+            kept.update(t.info.trace_id for t in self._traces(f"request_id IN ({ids})", spans=True) if _whole(t))
+        return kept
 
     def _trace(self, m: ProductionMessage) -> str:
         start = epoch_ms(m.created_at) * 1_000_000
@@ -192,6 +230,10 @@ class ProductionLog:
     def rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
         """Bring a stored message's rating assessment to ``rating`` (with the user's ``comment``): added,
         overridden (MLflow keeps the old one as history) or, when the rating was withdrawn, deleted."""
+        with _store_errors("re-rate a stored message"):
+            return self._rate(stored, rating, comment, rated_at)
+
+    def _rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
         current = stored.assessment_id
         if current is None and stored.rating is not None:  # written by this process: look its ID up
             found = _rating(mlflow.get_trace(stored.trace_id).info)
@@ -230,8 +272,10 @@ def read_messages(
 
 
 def search(client: MlflowClient, experiment_id: str, query: str = "", *, spans: bool) -> Iterator[Trace]:
-    """Every trace of an experiment matching ``query``, oldest first, page by page."""
+    """Every trace of an experiment matching ``query``, oldest first, page by page (a server handing
+    back a page token it gave before would be paged forever: that stops with an error)."""
     token = None
+    tokens: set[str] = set()
     while True:
         page = client.search_traces(
             locations=[experiment_id],
@@ -245,6 +289,9 @@ def search(client: MlflowClient, experiment_id: str, query: str = "", *, spans: 
         token = page.token
         if not token:
             return
+        if token in tokens:
+            raise StoreError(f"the tracking store repeats a page of traces (page token {token[:40]!r}); stopped")
+        tokens.add(token)
 
 
 class TraceExperiment:
@@ -255,8 +302,9 @@ class TraceExperiment:
 
     def __init__(self, tracking_uri: str, experiment: str):
         """``experiment``: a name or an ID."""
-        self.client = MlflowClient(tracking_uri)
         where = without_credentials(tracking_uri)
+        _answers(tracking_uri, where)
+        self.client = MlflowClient(tracking_uri)
         try:
             found = self.client.get_experiment_by_name(experiment)
             if found is None and experiment.isdigit():
@@ -276,6 +324,44 @@ class TraceExperiment:
         return f"metadata.`{TraceExperiment.SESSION}` = {_quote(conversation)}"
 
 
+def export_chunk() -> int:
+    """Production traces handed to MLflow's exporter at once: half its queue at most, each trace costing
+    three tasks (two spans and the trace; the rating is written with the trace)."""
+    return max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2 // (SPANS + 1))
+
+
+@contextmanager
+def _store_errors(doing: str) -> Iterator[None]:
+    """A store call's failure as one line saying why (a locked SQLite file, a full disk), not a traceback."""
+    try:
+        yield
+    except MlflowException as e:
+        raise StoreError(f"the tracking store could not {doing}: {cause([str(e.message)])}") from None
+
+
+#: The most a tracking server (``--source-uri``) may take to answer at all: MLflow's own client waits
+#: 120 s a request and retries seven times, so a silent server held a pull past 200 s.
+ANSWER_WITHIN_S = 10.0
+
+
+def _answers(tracking_uri: str, where: str) -> None:
+    """A tracking server answers (anything, within :data:`ANSWER_WITHIN_S`), else one error; not a server: nothing."""
+    if urlsplit(tracking_uri).scheme not in ("http", "https"):
+        return
+    try:
+        with (
+            httpx.Client(timeout=ANSWER_WITHIN_S) as client,
+            client.stream("GET", tracking_uri.rstrip("/") + "/health") as reply,
+        ):
+            whole_body(reply, time.monotonic() + ANSWER_WITHIN_S, ANSWER_WITHIN_S)
+    except httpx.TimeoutException:
+        raise StoreError(
+            f"the tracking server {where} sent no reply within {ANSWER_WITHIN_S:g} s (GET /health); is it up?"
+        ) from None
+    except (httpx.HTTPError, TransientError) as e:
+        raise StoreError(f"the tracking server {where} did not answer GET /health: {e}; is it up?") from None
+
+
 def _filter(source: str | None, app: str | None) -> str:
     clauses = [
         f"tags.`{tag}` = {_quote(value)}"
@@ -283,6 +369,11 @@ def _filter(source: str | None, app: str | None) -> str:
         if value
     ]
     return " and ".join(clauses)
+
+
+def _whole(trace: Trace) -> bool:
+    """A trace with every span it should have, as the store gives them back (not only as it counts them)."""
+    return _span_count(trace.info) == SPANS and _message(trace) is not None
 
 
 def _span_count(info: TraceInfo) -> int:

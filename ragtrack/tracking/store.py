@@ -40,6 +40,7 @@ from ragtrack.evaluation import metrics as m
 from ragtrack.evaluation.promotion import ALIAS
 from ragtrack.records import ItemRecord, RunSummary, substitutions
 from ragtrack.secrets import redact, redact_values, without_credentials
+from ragtrack.tracking.export_failures import cause
 from ragtrack.tracking.store_template import from_template
 
 #: What each registry-side lock (:meth:`Store.registry_lock`) serialises, as its holder's description says.
@@ -776,6 +777,8 @@ def _probe_sqlite(path: Path, writing: bool) -> None:
             db.close()
     except sqlite3.Error as e:
         what = "write to" if writing and path.is_file() else "open"
+        if "locked" in str(e) or "full" in str(e):
+            raise StoreError(f"cannot {what} the store {path}: {cause([str(e)])}") from None
         raise StoreError(f"cannot {what} the store {path}: {e} (check the permissions of it and its folder)") from None
 
 

@@ -10,6 +10,12 @@ A source resumes from its cursor (a small JSON object it defines, saved by the p
 batch is stored) and may ask ``known(message_id)`` to stop paging where the store already holds
 what follows. Messages a source could not read are counted in ``unresolved`` by reason, in words a
 user can act on.
+
+A platform's reply is untrusted: a page is read only in a shape its API reference gives
+(:func:`expect`; any other — a ``{"status": "maintenance"}`` with HTTP 200 — stops the pull with one
+error naming the endpoint and the field, before anything from it is stored), and every paged listing
+goes through a :class:`Pages` (a cap on pages, and a page that only repeats what was read stops it:
+a server repeating one page forever once made a pull report 40,000 feedbacks).
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragtrack.agents.mapping import PlatformContext
+from ragtrack.errors import RagtrackError
 from ragtrack.production.messages import SOURCES, Coverage, Rating
 from ragtrack.registry import Registry
 
@@ -100,3 +107,68 @@ class SourceRequest:
 LOG_SOURCES: Registry[Callable[[SourceRequest], Source]] = Registry(
     "log source", {name: f"ragtrack.production.sources.{name}:open_source" for name in SOURCES}
 )
+
+
+#: The most pages one listing is read to (Dify's and RAGFlow's pages hold 100: a million items): past
+#: it a server is taken to be paging without end, and the pull stops.
+MAX_PAGES = 10_000
+
+
+class MalformedReply(RagtrackError):
+    """A platform's reply in a shape its API reference does not give: the pull stops, storing nothing of it."""
+
+
+def expect(value: Any, kinds: type | tuple[type, ...], where: str, field: str) -> Any:
+    """``value`` when it is one of ``kinds``, else :class:`MalformedReply` naming ``where`` (the endpoint)
+    and ``field``: a junk reply stops the pull instead of reading as "nothing there" (a ``{"data":
+    "oops"}`` from ``/app/feedbacks`` once withdrew every rating in the store)."""
+    if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in _tuple(kinds)):
+        return value
+    names = " or ".join(_KIND.get(k, k.__name__) for k in _tuple(kinds))
+    got = "nothing" if value is None else f"{_KIND.get(type(value), type(value).__name__)} {_clip(value)}"
+    raise MalformedReply(
+        f"{where}: malformed reply: {field} should be {names}, got {got} (not the shape of the platform's API "
+        "reference; nothing from this pull's unfinished step was stored)"
+    )
+
+
+def _tuple(kinds: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+_KIND = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number", bool: "true/false"}
+_KIND[type(None)] = "null"
+
+
+def _clip(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Pages:
+    """One paged listing's guard: counts its pages (past ``cap``, :class:`MalformedReply`) and the item
+    IDs read, and stops on a page holding only items already read — a server repeating a page, or
+    ignoring the page parameter, would otherwise be paged until it gave up. Items that shift between
+    pages as the listing changes under the pull (a new feedback on top) repeat only partly: the
+    repeats are dropped, the rest read."""
+
+    def __init__(self, where: str, cap: int | None = None):
+        self.where, self.cap = where, cap or MAX_PAGES
+        self.pages = 0
+        self.seen: set[str] = set()
+
+    def new(self, ids: list[str]) -> set[str]:
+        """The IDs of this page not read before (raises on a page past the cap, or only of repeats)."""
+        self.pages += 1
+        if self.pages > self.cap:
+            raise MalformedReply(
+                f"{self.where}: still paging after {self.cap} pages; stopped (a server paging forever?)"
+            )
+        fresh = set(ids) - self.seen
+        if ids and not fresh:
+            raise MalformedReply(
+                f"{self.where}: page {self.pages} only repeats items already read ({_clip(ids[0])}…); stopped "
+                "(a server ignoring the page asked for?)"
+            )
+        self.seen |= fresh
+        return fresh

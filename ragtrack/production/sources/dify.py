@@ -11,7 +11,8 @@ feedbacks, and reads a conversation's messages only as the end user who had it. 
    string the app sent), once per end user and pull (never kept: it names the user);
 3. ``GET /messages?conversation_id&user`` (newest first, older pages by ``first_id`` while
    ``has_more``) — question, answer and ``retriever_resources`` of every message in each rated
-   conversation, down to the first message a previous pull stored.
+   conversation: all of it, or down to the message the cursor says an earlier pull stored it whole
+   up to (a pull killed mid-write leaves any subset, so an unmarked conversation is read whole).
 
 What it cannot read is counted by reason, per feedback: WebApp users' conversations (Dify scopes
 conversations to their end user, and a web-page user is not a service API user), deleted
@@ -34,9 +35,10 @@ from ragtrack.agents.dify import dify_check, resource_contexts
 from ragtrack.agents.endpoint import Endpoint, EndpointError, bearer_endpoint
 from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
+from ragtrack.llm.client import RetryPolicy
 from ragtrack.production import fields
 from ragtrack.production.fields import FieldError
-from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
+from ragtrack.production.sources import Batch, Pages, PulledMessage, SourceRequest, UserFeedback, expect
 from ragtrack.spec import LoadedSpec, load_spec
 
 PAGE = 100  # messages per /messages page (Dify's most)
@@ -59,17 +61,27 @@ def load_platform_spec(request: SourceRequest, kind: str) -> LoadedSpec:
     return spec
 
 
+#: How a pull's requests are retried: an eval's policy (six attempts, 15-31 s of backoff), a server's
+#: ``Retry-After`` honoured up to its ``max_delay_s`` (30 s) and said so beyond. The hostile-server
+#: tests shorten it.
+PULL_RETRY = RetryPolicy()
+
+
 def spec_endpoint(spec: LoadedSpec, request: SourceRequest, check) -> Endpoint:
-    """The spec's base URL with its key, retried and throttled as an eval's calls are."""
+    """The spec's base URL with its key, retried and throttled as an eval's calls are; a whole reply
+    must come within the spec's ``timeout_s`` (not only each read of it)."""
     table = spec.spec.agent
     key = read_secret(spec, table.api_key_env)
+    timeout = table.timeout_s or request.config.eval.timeout_s
     return bearer_endpoint(
         table.base_url,
         key,
-        timeout_s=table.timeout_s or request.config.eval.timeout_s,
+        timeout_s=timeout,
         max_concurrency=table.max_concurrency,
         min_concurrency=table.concurrency_floor,
         check=check,
+        retry=PULL_RETRY,
+        deadline_s=timeout,
     )
 
 
@@ -88,20 +100,26 @@ class DifyFeedbacks:
             raise
 
     def feedbacks(self, progress: Callable[[str], None]) -> list[dict]:
-        """Every feedback of the app (end users' and admins'), newest first."""
+        """Every feedback of the app (end users' and admins'), newest first: the whole listing in the
+        shape Dify's API reference gives, or an error (a rating is withdrawn only by a well-formed
+        listing that leaves its message out, never by a junk reply)."""
         out: list[dict] = []
-        page = 1
+        where = f"Dify at {self.endpoint.base_url}: /app/feedbacks"
+        pages = Pages(where)
         while True:
+            page = pages.pages + 1
             try:
                 reply = self.get("/app/feedbacks", {"page": page, "limit": FEEDBACK_PAGE})
             except EndpointError as e:
-                raise RagtrackError(f"Dify at {self.endpoint.base_url}: /app/feedbacks: {e}") from None
-            items = [f for f in (reply.get("data") if isinstance(reply, dict) else None) or [] if isinstance(f, dict)]
-            out += items
+                raise RagtrackError(f"{where}: {e}") from None
+            at = f"{where} page {page}"
+            data = expect(expect(reply, dict, at, "the reply").get("data"), list, at, "data")
+            items = [_feedback(f, f"{at}: data[{n}]") for n, f in enumerate(data)]
+            fresh = pages.new([f["id"] for f in items])
+            out += [f for f in items if f["id"] in fresh]
             progress(f"{self.label}: {len(out)} feedbacks read")
             if len(items) < FEEDBACK_PAGE:  # the reply has no has_more: a short page is the last
                 return out
-            page += 1
 
     def app_name(self) -> str | None:
         """The app's name (``GET /info``), which Dify's traces carry as ``app_name``; None if not told."""
@@ -115,34 +133,71 @@ class DifyFeedbacks:
         """The end user (``type``, ``session_id``), or None when Dify does not know them (404). The ID is
         one encoded path segment (a feedback's ``from_end_user_id`` is the platform's word, not ours)."""
         path = f"/end-users/{fields.path_segment(end_user_id)}"
+        where = f"Dify at {self.endpoint.base_url}: {path}"
         try:
             reply = self.get(path)
         except EndpointError as e:
             if e.status == 404:
                 return None
-            raise RagtrackError(f"Dify at {self.endpoint.base_url}: {path}: {e}") from None
-        return reply if isinstance(reply, dict) else None
+            raise RagtrackError(f"{where}: {e}") from None
+        expect(reply, dict, where, "the reply")
+        for key in ("type", "session_id"):
+            expect(reply.get(key), str, where, key)
+        return reply
 
-    def messages(self, conversation_id: str, user: str, known: Callable[[str], bool]) -> list[dict] | None:
-        """The conversation's messages, oldest first, down to (not including) the newest one ``known``
-        already holds; None when Dify says the conversation does not exist (deleted) for this user."""
+    def messages(self, conversation_id: str, user: str, complete_through: str | None = None) -> list[dict] | None:
+        """The conversation's messages, oldest first: all of them, or down to (not including)
+        ``complete_through``, the newest message an earlier pull stored the conversation whole up to;
+        None when Dify says the conversation does not exist (deleted) for this user.
+
+        Read whole unless the store is known to hold a complete prefix: a pull killed while it wrote
+        a conversation may have left any subset of it, and paging down to the newest stored message
+        kept 595 of 600 for good."""
         newest_first: list[dict] = []
         params: dict[str, Any] = {"conversation_id": conversation_id, "user": user, "limit": PAGE}
+        where = f"Dify at {self.endpoint.base_url}: /messages"
+        pages = Pages(f"{where} of conversation {conversation_id}")
         while True:
             try:
                 reply = self.get("/messages", params)
             except EndpointError as e:
                 if e.status == 404 and "conversation" in str(e).lower():
                     return None
-                raise RagtrackError(f"Dify at {self.endpoint.base_url}: /messages: {e}") from None
-            page = [m for m in (reply.get("data") if isinstance(reply, dict) else None) or [] if isinstance(m, dict)]
+                raise RagtrackError(f"{where}: {e}") from None
+            at = f"{where} (conversation {conversation_id}, page {pages.pages + 1})"
+            expect(reply, dict, at, "the reply")
+            data = expect(reply.get("data"), list, at, "data")
+            more = expect(reply.get("has_more"), bool, at, "has_more")
+            page = [_message_shape(m, f"{at}: data[{n}]") for n, m in enumerate(data)]
+            fresh = pages.new([m["id"] for m in page])
             for m in reversed(page):  # a page is oldest first; walk it newest first
-                if known(str(m.get("id"))):
+                if m["id"] == complete_through:
                     return newest_first[::-1]
-                newest_first.append(m)
-            if not page or not (isinstance(reply, dict) and reply.get("has_more")):
+                if m["id"] in fresh:
+                    newest_first.append(m)
+            if not page or not more:
                 return newest_first[::-1]
-            params["first_id"] = page[0].get("id")
+            params["first_id"] = page[0]["id"]
+
+
+def _feedback(f: Any, where: str) -> dict:
+    """One ``/app/feedbacks`` record in the shape Dify gives it (the values are read by the caller)."""
+    expect(f, dict, where, "the record")
+    for key in ("id", "message_id", "from_source"):
+        expect(f.get(key), str, where, key)
+    for key in ("conversation_id", "rating", "content", "from_end_user_id"):
+        expect(f.get(key), (str, type(None)), where, key)
+    return f
+
+
+def _message_shape(m: Any, where: str) -> dict:
+    """One ``/messages`` record in the shape Dify gives it (the values are read by the caller)."""
+    expect(m, dict, where, "the record")
+    expect(m.get("id"), str, where, "id")
+    for key in ("query", "answer"):
+        expect(m.get(key), (str, type(None)), where, key)
+    expect(m.get("retriever_resources"), (list, type(None)), where, "retriever_resources")
+    return m
 
 
 @dataclass(frozen=True)
@@ -204,6 +259,7 @@ class DifySource:
         # End-user ID → (type, session_id), or None: asked once per pull, and never written to the cursor
         # (a session_id is the app's own name for its user).
         users: dict[str, tuple[str, str] | None] = {}
+        self.client.endpoint.notice = progress
         feedbacks = self.client.feedbacks(progress)
         rated, unresolved = read_feedbacks(feedbacks)
         ratings = ratings_of(rated)
@@ -219,14 +275,15 @@ class DifySource:
             else:
                 wanted[(f.conversation_id, known_user[1])].append(f.message_id)
         progress(f"{self.app}: {len(feedbacks)} feedbacks of {len(users)} end users, {len(wanted)} rated conversations")
-        # Where the next pull starts is what the store holds (each conversation is read down to it); the
-        # cursor only records what this one saw.
+        # Where each conversation was stored whole up to (its newest message then): the next pull reads
+        # it down to there, if the store still holds that message; any other conversation is read whole.
+        complete: dict[str, str] = dict(_complete(cursor))
         state = {"feedbacks": len(feedbacks), "newest_feedback": feedbacks[0].get("created_at") if feedbacks else None}
         for n, ((conversation, session), rated) in enumerate(sorted(wanted.items()), start=1):
-            listed = self.client.messages(conversation, session, known)
+            through = complete.get(conversation)
+            listed = self.client.messages(conversation, session, through if through and known(through) else None)
             if listed is None:
                 unresolved[DELETED] += len(rated)
-                yield Batch(cursor=state)
                 continue
             ids = {str(m.get("id")) for m in listed}
             unresolved[MISSING] += sum(m not in ids and not known(m) for m in rated)
@@ -236,10 +293,24 @@ class DifySource:
                     pulled.append(_message(m, conversation, session, ratings))
                 except FieldError as e:
                     unresolved[e.skip("messages")] += 1
+            if pulled:
+                complete[conversation] = pulled[-1].message_id
             if n % 10 == 0 or n == len(wanted):
                 progress(f"{self.app}: {n}/{len(wanted)} rated conversations read")
-            yield Batch(messages=pulled, pulled=len(pulled), cursor=state)
-        yield Batch(ratings=ratings, unresolved=+unresolved, cursor=state, feedbacks=len(feedbacks))
+            # One conversation a batch: the cursor marking it whole is saved once all of it is stored.
+            yield Batch(messages=pulled, pulled=len(pulled), cursor={**state, "complete": dict(complete)})
+        yield Batch(
+            ratings=ratings, unresolved=+unresolved, cursor={**state, "complete": complete}, feedbacks=len(feedbacks)
+        )
+
+
+def _complete(cursor: dict) -> dict[str, str]:
+    """The cursor's conversations stored whole (conversation → its newest message then); a cursor of
+    another shape (an older release's, a hand-edited one) marks none: they are read whole."""
+    found = cursor.get("complete")
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _session(end_user: dict | None) -> tuple[str, str] | None:

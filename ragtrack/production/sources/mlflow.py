@@ -167,7 +167,7 @@ class MlflowSource:
             unresolved[WEBAPP if user else UNMATCHED] += 1
             return
         free = [t for t in turns if t[0] not in runs.values()]
-        for m in self.dify.messages(conversation, str(user.get("session_id")), lambda _: False) or []:
+        for m in self.dify.messages(conversation, str(user.get("session_id"))) or []:
             candidates = [t for t in free if t[1] == str(m.get("query") or "")]
             try:
                 message_id = fields.field(m, "id", fields.identifier)

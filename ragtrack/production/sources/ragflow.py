@@ -27,7 +27,7 @@ from ragtrack.errors import RagtrackError
 from ragtrack.llm.accounting import Usage
 from ragtrack.production import fields
 from ragtrack.production.fields import FieldError
-from ragtrack.production.sources import Batch, PulledMessage, SourceRequest, UserFeedback
+from ragtrack.production.sources import Batch, Pages, PulledMessage, SourceRequest, UserFeedback, expect
 from ragtrack.production.sources.dify import load_platform_spec, spec_endpoint
 
 PAGE = 100  # sessions per page
@@ -42,6 +42,7 @@ class RagflowSource:
         self.usage = Usage()
 
     def _page(self, page: int) -> list[dict]:
+        """One page of sessions, each in the shape RAGFlow's HTTP API reference gives it, or an error."""
         path = f"/api/v1/chats/{fields.path_segment(self.chat_id)}/sessions"
         params = {"page": page, "page_size": PAGE, "orderby": "update_time", "desc": "true"}
         try:
@@ -49,16 +50,26 @@ class RagflowSource:
         except EndpointError as e:
             hint = " (is the key this RAGFlow's, and chat_id its assistant's?)" if e.code in ("0", "102", "109") else ""
             raise RagtrackError(f"RAGFlow at {self.endpoint.base_url}: {path}: {e}{hint}") from None
-        data = reply.get("data") if isinstance(reply, dict) else None
-        return [s for s in data or [] if isinstance(s, dict)]
+        at = f"RAGFlow at {self.endpoint.base_url}: {path} page {page}"
+        data = expect(expect(reply, dict, at, "the reply").get("data"), list, at, "data")
+        for n, session in enumerate(data):
+            where = f"{at}: data[{n}]"
+            expect(session, dict, where, "the session")
+            expect(session.get("messages"), (list, type(None)), where, "messages")
+        return data
 
     def batches(self, cursor: dict, known: Callable[[str], bool], progress: Callable[[str], None]) -> Iterator[Batch]:
+        self.endpoint.notice = progress
         since, ignored = fields.cursor_ms(cursor, "update_time")  # sessions updated before it were read whole
         if ignored:
             progress(f"{self.app}: the saved cursor is ignored ({ignored}): reading every session again")
-        newest, page, read = since, 1, 0
+        newest, read = since, 0
+        pages = Pages(f"RAGFlow at {self.endpoint.base_url}: /api/v1/chats/{self.chat_id}/sessions")
         while True:
-            sessions = self._page(page)
+            sessions = self._page(pages.pages + 1)
+            # A session updated while the pull pages moves to the top and is listed again further down:
+            # read once (a page of nothing but repeats stops the pull).
+            again = pages.new([str(s.get("id")) for s in sessions])
             skipped: Counter[str] = Counter()
             readable = []  # (session, its update_time in ms): those whose ID and time are values
             for s in sessions:
@@ -67,15 +78,14 @@ class RagflowSource:
                     readable.append((s, fields.field(s, "update_time", fields.unix_ms)))
                 except FieldError as e:
                     skipped[e.skip("sessions")] += 1
-            fresh = [(s, at) for s, at in readable if at >= since]
+            fresh = [(s, at) for s, at in readable if str(s["id"]) in again and at >= since]
             messages = [m for s, _ in fresh for m in session_messages(s, skipped)]
             read += len(fresh)
             newest = max([newest, *(at for _, at in fresh)])
             progress(f"{self.app}: {read} sessions read")
             yield Batch(messages=messages, pulled=len(messages), unresolved=skipped)
-            if len(fresh) < len(readable) or len(sessions) < PAGE:
+            if any(at < since for _, at in readable) or len(sessions) < PAGE:
                 break
-            page += 1
         # The newest update seen: the sessions listed after it (older) were all read. Saved only now,
         # since the listing is newest first, a pull stopped half way must read them again.
         yield Batch(cursor={"update_time": newest})
