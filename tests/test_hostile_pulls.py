@@ -94,12 +94,6 @@ JUNK = [
     ("/v1/app/feedbacks", {"status": "maintenance"}, "/app/feedbacks page 1: malformed reply: data should be a list"),
     ("/v1/app/feedbacks", {"data": "oops"}, "/app/feedbacks page 1: malformed reply: data should be a list"),
     ("/v1/app/feedbacks", [], "/app/feedbacks page 1: malformed reply: the reply should be an object"),
-    ("/v1/app/feedbacks", {"data": [{"rating": "like"}]}, "data[0]: malformed reply: id should be a string"),
-    (
-        "/v1/app/feedbacks",
-        {"data": [{"id": "f", "message_id": 7, "from_source": "user"}]},
-        "data[0]: malformed reply: message_id should be a string, got an integer 7",
-    ),
     ("/v1/messages", {"data": None}, "/messages (conversation c1, page 1): malformed reply: data should be a list"),
     ("/v1/messages", {"data": [], "has_more": "no"}, "malformed reply: has_more should be true/false"),
     ("/v1/messages", {"data": [{"id": None}], "has_more": False}, "data[0]: malformed reply: id should be a string"),
@@ -146,6 +140,32 @@ def test_a_junk_reply_stops_the_pull_with_one_error_and_changes_nothing_stored(p
     finally:
         server.misbehave(path, None)
     assert error in str(raised.value) and f"Dify at {server.base_url}/v1" in str(raised.value)
+    assert stored(project) == before
+
+
+MALFORMED_RECORDS = [
+    ("/v1/app/feedbacks", {"data": [{"rating": "like", "from_source": "user"}]}, "feedbacks skipped, message_id"),
+    (
+        "/v1/app/feedbacks",
+        {"data": [{"id": "f", "message_id": 7, "from_source": "user"}]},
+        "feedbacks skipped, conversation_id",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "skip"), MALFORMED_RECORDS, ids=["no-message-id", "no-conversation"])
+def test_a_listing_with_a_malformed_record_skips_it_counted_and_withdraws_no_rating(pulled, tmp_path, path, body, skip):
+    """A reply in the documented shape holding a record whose field is no value: the record is a counted,
+    named skip (the field validation's rule), and the listing is no well-formed answer, so it withdraws
+    nothing — the store keeps every rating it had (a junk page of one half-valid record used to erase them)."""
+    server, _, template, before = pulled
+    project = copy_of(template, tmp_path)
+    server.misbehave(path, junk(body))
+    try:
+        report = pull_logs("dify", version="hostile", root=project)
+    finally:
+        server.misbehave(path, None)
+    assert any(skip in reason for reason in report.unresolved), report.unresolved
     assert stored(project) == before
 
 

@@ -145,7 +145,8 @@ def _pull(
                 report.updated += 1
         if batch.ratings is not None:
             store()  # what the ratings cover must be in the index first
-            report.updated += _rerate(log, index(source.app), batch.ratings, {m for a, m in fresh if a == source.app})
+            fresh_here = {m for a, m in fresh if a == source.app}
+            report.updated += _rerate(log, index(source.app), batch.ratings, fresh_here, batch.ratings_complete)
         if batch.cursor is not None:
             unsaved = batch.cursor
         if len(pending) >= WRITE_BATCH or (unsaved is not None and not pending):
@@ -212,14 +213,24 @@ def _changed(held: Stored, rating: str | None, comment: str | None) -> bool:
     return (held.rating, held.comment or None) != (rating, comment or None)
 
 
-def _rerate(log: ProductionLog, held: dict[str, Stored], ratings: dict[str, UserFeedback], fresh: set[str]) -> int:
+def _rerate(
+    log: ProductionLog,
+    held: dict[str, Stored],
+    ratings: dict[str, UserFeedback],
+    fresh: set[str],
+    complete: bool = True,
+) -> int:
     """Bring every stored message of the source's app to the rating ``ratings`` gives it (none: no
-    rating): a source that reads ratings apart from messages re-rates what it did not read again."""
+    rating): a source that reads ratings apart from messages re-rates what it did not read again. A
+    listing with a record that could not be read (not ``complete``) withdraws nothing: only a
+    well-formed listing that leaves a message out withdraws its rating."""
     changed = 0
     for message_id, stored in list(held.items()):
         if message_id in fresh:
             continue  # written by this pull with the rating it has now
         feedback = ratings.get(message_id)
+        if feedback is None and not complete:
+            continue
         rating = feedback.rating if feedback else None
         comment = redact(feedback.comment) if feedback and feedback.comment else None
         if _changed(stored, rating, comment):

@@ -70,6 +70,10 @@ class Batch:
 
     messages: list[PulledMessage] = field(default_factory=list)
     ratings: dict[str, UserFeedback] | None = None
+    #: With ``ratings``: False when a feedback record of the listing could not be read (a field that is
+    #: no value): the listing is then not a well-formed answer, so it withdraws no rating (it still adds
+    #: and changes the ones it read).
+    ratings_complete: bool = True
     unresolved: Counter[str] = field(default_factory=Counter)
     cursor: dict | None = None
     pulled: int = 0

@@ -25,6 +25,7 @@ is not the app's rate. Dify's MLflow tracing (``--from mlflow``) sees the whole 
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -115,8 +116,8 @@ class DifyFeedbacks:
             at = f"{where} page {page}"
             data = expect(expect(reply, dict, at, "the reply").get("data"), list, at, "data")
             items = [_feedback(f, f"{at}: data[{n}]") for n, f in enumerate(data)]
-            fresh = pages.new([f["id"] for f in items])
-            out += [f for f in items if f["id"] in fresh]
+            fresh = pages.new([_key(f) for f in items])
+            out += [f for f in items if _key(f) in fresh]
             progress(f"{self.label}: {len(out)} feedbacks read")
             if len(items) < FEEDBACK_PAGE:  # the reply has no has_more: a short page is the last
                 return out
@@ -181,21 +182,24 @@ class DifyFeedbacks:
 
 
 def _feedback(f: Any, where: str) -> dict:
-    """One ``/app/feedbacks`` record in the shape Dify gives it (the values are read by the caller)."""
-    expect(f, dict, where, "the record")
-    for key in ("id", "message_id", "from_source"):
-        expect(f.get(key), str, where, key)
-    for key in ("conversation_id", "rating", "content", "from_end_user_id"):
-        expect(f.get(key), (str, type(None)), where, key)
-    return f
+    """One ``/app/feedbacks`` record: an object, or the reply is not Dify's. Its values are read by the
+    caller through :mod:`ragtrack.production.fields`: one that is no value skips that record, counted by
+    field, and the pull goes on (a record is not the reply)."""
+    return expect(f, dict, where, "the record")
+
+
+def _key(f: dict) -> str:
+    """A feedback record's identity for the listing's repeat check: its ID, or (a record without one, to
+    be skipped when read) its whole content."""
+    return f["id"] if isinstance(f.get("id"), str) else json.dumps(f, sort_keys=True, default=str)
 
 
 def _message_shape(m: Any, where: str) -> dict:
-    """One ``/messages`` record in the shape Dify gives it (the values are read by the caller)."""
+    """One ``/messages`` record: an object with a string ``id`` (what the listing pages by) and a
+    ``retriever_resources`` list (or none), or the reply is not Dify's; its other values are read by the
+    caller, as a feedback's are."""
     expect(m, dict, where, "the record")
     expect(m.get("id"), str, where, "id")
-    for key in ("query", "answer"):
-        expect(m.get(key), (str, type(None)), where, key)
     expect(m.get("retriever_resources"), (list, type(None)), where, "retriever_resources")
     return m
 
@@ -210,11 +214,13 @@ class Rated:
     feedback: UserFeedback | None  # None: the feedback holds no rating (withdrawn)
 
 
-def read_feedbacks(feedbacks: list[dict]) -> tuple[list[Rated], Counter[str]]:
+def read_feedbacks(feedbacks: list[dict]) -> tuple[list[Rated], Counter[str], bool]:
     """The end users' feedbacks, checked field by field; those not read counted by reason: admins'
-    (:data:`ADMIN`) and malformed ones, by field (a ``rating`` of ``5`` is no like or dislike)."""
+    (:data:`ADMIN`) and malformed ones, by field (a ``rating`` of ``5`` is no like or dislike). Last,
+    whether every record was read: a listing with a malformed one withdraws no rating."""
     out: list[Rated] = []
     skipped: Counter[str] = Counter()
+    complete = True
     for f in feedbacks:
         if f.get("from_source") != "user":
             skipped[ADMIN] += 1
@@ -230,9 +236,10 @@ def read_feedbacks(feedbacks: list[dict]) -> tuple[list[Rated], Counter[str]]:
             )
         except FieldError as e:
             skipped[e.skip("feedbacks")] += 1
+            complete = False
             continue
         out.append(rated)
-    return out, skipped
+    return out, skipped, complete
 
 
 def ratings_of(rated: list[Rated]) -> dict[str, UserFeedback]:
@@ -261,7 +268,7 @@ class DifySource:
         users: dict[str, tuple[str, str] | None] = {}
         self.client.endpoint.notice = progress
         feedbacks = self.client.feedbacks(progress)
-        rated, unresolved = read_feedbacks(feedbacks)
+        rated, unresolved, complete_listing = read_feedbacks(feedbacks)
         ratings = ratings_of(rated)
         wanted: dict[tuple[str, str], list[str]] = defaultdict(list)  # (conversation, session) → rated messages
         for f in rated:
@@ -300,7 +307,11 @@ class DifySource:
             # One conversation a batch: the cursor marking it whole is saved once all of it is stored.
             yield Batch(messages=pulled, pulled=len(pulled), cursor={**state, "complete": dict(complete)})
         yield Batch(
-            ratings=ratings, unresolved=+unresolved, cursor={**state, "complete": complete}, feedbacks=len(feedbacks)
+            ratings=ratings,
+            ratings_complete=complete_listing,
+            unresolved=+unresolved,
+            cursor={**state, "complete": complete},
+            feedbacks=len(feedbacks),
         )
 
 

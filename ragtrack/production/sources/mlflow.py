@@ -108,7 +108,7 @@ class MlflowSource:
         skipped = f", {others} of other Dify apps skipped" if others else ""
         progress(f"{self.app}: {read} traces read, {len(pending)} answered questions{skipped}")
         messages = [m for _, m, _ in sorted(pending, key=lambda p: (p[0], p[1].message_id))]
-        ratings, unresolved, feedbacks = self._ratings(runs, messages, known, progress)
+        ratings, unresolved, feedbacks, complete = self._ratings(runs, messages, known, progress)
         unresolved.update(malformed)
         for m in messages:  # stored with their ratings; the snapshot below re-rates those stored before
             m.feedback = ratings.get(m.message_id)
@@ -116,6 +116,7 @@ class MlflowSource:
             yield Batch(messages=messages[i : i + PAGE], pulled=len(messages[i : i + PAGE]))
         yield Batch(
             ratings=ratings,
+            ratings_complete=complete,
             unresolved=unresolved,
             feedbacks=feedbacks,
             cursor={"timestamp_ms": newest, "runs": runs},
@@ -123,18 +124,19 @@ class MlflowSource:
 
     def _ratings(
         self, runs: dict[str, str], pulled: list[PulledMessage], known: Callable[[str], bool], progress
-    ) -> tuple[dict[str, UserFeedback], Counter[str], int]:
+    ) -> tuple[dict[str, UserFeedback], Counter[str], int, bool]:
         """Every rating: the HUMAN feedback of every trace (own-app traces), and Dify's ``/app/feedbacks``
-        joined by message ID (a chatflow's through the runs its conversation's messages map to)."""
+        joined by message ID (a chatflow's through the runs its conversation's messages map to); last,
+        whether every feedback record could be read (a listing with one that could not withdraws none)."""
         ratings: dict[str, UserFeedback] = {}
         for trace in self._traces("", spans=False):
             if feedback := _assessed(trace.info):
                 ratings[trace.info.trace_id] = feedback
         unresolved: Counter[str] = Counter()
         if self.dify is None:
-            return ratings, unresolved, 0
+            return ratings, unresolved, 0, True
         feedbacks = self.dify.feedbacks(progress)
-        rated, unresolved = read_feedbacks(feedbacks)
+        rated, unresolved, complete = read_feedbacks(feedbacks)
         by_message = ratings_of(rated)
         read = {m.message_id for m in pulled}
         for f in rated:
@@ -146,7 +148,7 @@ class MlflowSource:
                 if message not in runs:
                     continue
             ratings[runs.get(message, message)] = by_message[message]
-        return ratings, +unresolved, len(feedbacks)
+        return ratings, +unresolved, len(feedbacks), complete
 
     def _match_runs(self, feedback: Rated, runs: dict[str, str], unresolved: Counter[str]) -> None:
         """A feedback on a message no trace names: a chatflow's, whose run trace has only the conversation.
