@@ -48,6 +48,7 @@ _HOMES = {
         "versions",
     ],
     "judging": ["AlignmentReport", "CalibrationReport", "align", "calibrate"],
+    "labels": ["LabelPullReport", "LabelQueueReport", "pull_labels", "queue_labels"],
     "golden": [
         "AnswerReport",
         "AuditReport",

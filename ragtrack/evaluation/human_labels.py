@@ -42,9 +42,13 @@ MIN_LABELLED = 2
 
 
 class VersionLabel(CalibrationCase):
-    """One person's scores of one version's answer to one golden item (``id``)."""
+    """One person's scores of one version's answer to one golden item (``id``); pulled from a review
+    queue (``ragtrack labels pull``), who scored it (MLflow's assessment source ID, kept in this file
+    only, never in a param) and when (ISO 8601, UTC)."""
 
     version: str = Field(min_length=1)
+    reviewer: str = ""
+    labelled_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def version_figures(records: Sequence[ItemRecord], matched: Matched, confidence:
     """Each judged metric's mean for one version: the judge's alone (normal interval over the items)
     and prediction-powered from the labelled items."""
     figures = []
-    for metric in _judged(records):
+    for metric in judged_metrics(records):
         scored = [(r.id, s) for r in records if (s := _score(r, metric)) is not None]
         values = [s for _, s in scored]
         low, high = _normal_interval(values, confidence)
@@ -155,7 +159,7 @@ def delta_figures(
     answers are labelled on both sides, per-item differences of judge and of labels."""
     by_id = {r.id: r for r in records_a}
     figures = []
-    for metric in _judged(records_b):
+    for metric in judged_metrics(records_b):
         if metric not in judge_intervals:
             continue
         diffs, labelled = [], []
@@ -185,7 +189,7 @@ def _with_ppi(
     return replace(figure, ppi=estimate)
 
 
-def _judged(records: Sequence[ItemRecord]) -> list[str]:
+def judged_metrics(records: Sequence[ItemRecord]) -> list[str]:
     """The judge metrics some record carries a verdict of, in the registry's order."""
     present = {j for r in records for j in r.judges}
     return [j for j in JUDGES.names() if j in present]
