@@ -126,3 +126,15 @@ def test_a_review_queue_labelled_as_the_ui_does_reaches_compares_prediction_powe
     judge = [records["v2"][i].judges["correctness"].score - records["v1"][i].judges["correctness"].score for i in order]
     human_delta = {order.index(i): given[("v2", i)] - given[("v1", i)] for i in items[:2]}
     assert (figure["ppi"], figure["ci_low"], figure["ci_high"]) == pytest.approx(by_hand(judge, human_delta))
+
+
+def test_judge_align_reads_a_pulled_label_file_one_case_per_versions_answer(tmp_path):
+    from ragtrack.api.judging import _cases_or_labels
+
+    from .test_human_labels import label, write
+
+    rows = [label("v1", "A01", 2, reviewer="alice"), label("v5", "A01", 4, labelled_at="2026-12-07T06:00:00+00:00")]
+    cases = _cases_or_labels(write(tmp_path / "labels.jsonl", rows))
+    assert [(c.id, c.labels) for c in cases] == [("v1/A01", {"correctness": 2}), ("v5/A01", {"correctness": 4})]
+    calibration = {k: v for k, v in rows[0].items() if k not in ("version", "reviewer")}
+    assert [c.id for c in _cases_or_labels(write(tmp_path / "cases.jsonl", [calibration]))] == ["A01"]

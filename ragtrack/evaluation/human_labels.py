@@ -79,6 +79,16 @@ def load_labels(path: str | Path) -> LabelFile:
     return LabelFile(str(path), tuple(c for _, c in read), tuple(n for n, _ in read), digest)
 
 
+def as_calibration_cases(file: LabelFile) -> list[CalibrationCase]:
+    """A label file's lines as the cases ``judge align`` learns from: one per version's answer, its id
+    ``<version>/<item>`` (two versions' answers to one item are two cases, never one split in two)."""
+    own = set(VersionLabel.model_fields) - set(CalibrationCase.model_fields)
+    return [
+        CalibrationCase(**(label.model_dump(exclude=own) | {"id": f"{label.version}/{label.id}"}))
+        for label in file.labels
+    ]
+
+
 def _same_answer(a: str, b: str) -> bool:
     return " ".join(a.split()) == " ".join(b.split())
 
