@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ragtrack.cli import console, main, project_root, stage, warn
+from ragtrack.evaluation.review_sample import DEFAULT_SIZE
 
 
 @main.group()
@@ -24,7 +25,7 @@ def labels() -> None:
 @click.option(
     "--size",
     type=click.IntRange(min=1),
-    default=20,
+    default=DEFAULT_SIZE,
     show_default=True,
     help="Items to send to review, split over the question types in proportion to their items (each type at "
     "least one): the prediction-powered interval needs two labelled items per metric, and narrows as 1/√n.",
