@@ -10,6 +10,7 @@ import mlflow
 import pytest
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 
+from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.review_sample import stratified_sample
 
 from .test_human_labels import by_hand, run
@@ -97,6 +98,10 @@ def test_a_review_queue_labelled_as_the_ui_does_reaches_compares_prediction_powe
         }
         retriever = next(s for s in trace.data.spans if s.span_type == "RETRIEVER")
         assert all(doc["metadata"]["passage_ids"] for doc in retriever.outputs)
+
+    with pytest.raises(RagtrackError, match="no HUMAN scores"):  # nothing labelled yet: no empty file written
+        pull_labels(root=project)
+    assert not (project / "golden/labels/human-labels.jsonl").exists()
 
     # Scores as the UI writes them: two items on both versions (PPI needs two), bob changing his mind on one,
     # a judge's feedback under the same name and a score out of range, which the pull must not take.

@@ -129,6 +129,12 @@ def pull_labels(*, root: str | Path = ".", tracking_uri: str | None = None, out:
                 line["note"] = f"also scored by {line['reviewer']}"
             line["reviewer"], line["_time"] = s.reviewer, s.time_ms
             line["labelled_at"] = datetime.fromtimestamp(s.time_ms / 1000, UTC).isoformat(timespec="seconds")
+    if not grouped:  # nothing to write: the file (if any) stays as it is
+        raise RagtrackError(
+            f"no HUMAN scores (human/<metric>, 1–5) on the review queues' traces yet ({len(skipped)} skipped: "
+            f"{'; '.join(skipped[:3]) or 'none'}); label in the MLflow UI first (ragtrack labels queue VERSION, "
+            "ragtrack ui)"
+        )
     kept = []
     if path.is_file():  # lines the store does not have (imported labels) are kept, in their order
         kept = [label for label in load_labels(path).labels if (label.version, label.id) not in grouped]
