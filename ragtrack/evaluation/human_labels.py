@@ -38,9 +38,13 @@ MEAN, DELTA = "ppi", "ppi_delta"
 
 
 class VersionLabel(CalibrationCase):
-    """One person's scores of one version's answer to one golden item (``id``)."""
+    """One person's scores of one version's answer to one golden item (``id``); pulled from a review
+    queue (``ragtrack labels pull``), who scored it (MLflow's assessment source ID, kept in this file
+    only, never in a param) and when (ISO 8601, UTC)."""
 
     version: str = Field(min_length=1)
+    reviewer: str = ""
+    labelled_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,16 @@ def load_labels(path: str | Path) -> LabelFile:
         raise InputError(problems)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     return LabelFile(str(path), tuple(c for _, c in read), tuple(n for n, _ in read), digest)
+
+
+def as_calibration_cases(file: LabelFile) -> list[CalibrationCase]:
+    """A label file's lines as the cases ``judge align`` learns from: one per version's answer, its id
+    ``<version>/<item>`` (two versions' answers to one item are two cases, never one split in two)."""
+    own = set(VersionLabel.model_fields) - set(CalibrationCase.model_fields)
+    return [
+        CalibrationCase(**(label.model_dump(exclude=own) | {"id": f"{label.version}/{label.id}"}))
+        for label in file.labels
+    ]
 
 
 def _same_answer(a: str, b: str) -> bool:
@@ -131,7 +145,7 @@ def version_figures(
     """Each judged metric's mean for one version: the judge's alone (t interval over the items) and
     prediction-powered from the labelled items, clustered by ``clusters`` (item ID → label) if given."""
     figures = []
-    for metric in _judged(records):
+    for metric in judged_metrics(records):
         scored = [(r.id, s) for r in records if (s := _score(r, metric)) is not None]
         values = [s for _, s in scored]
         low, high = mean_interval(values, confidence)
@@ -160,7 +174,7 @@ def delta_figures(
     answers are labelled on both sides, per-item differences of judge and of labels."""
     by_id = {r.id: r for r in records_a}
     figures = []
-    for metric in _judged(records_b):
+    for metric in judged_metrics(records_b):
         if metric not in judge_intervals:
             continue
         diffs, labelled, ids, lab_ids = [], [], [], []
@@ -205,7 +219,7 @@ def _with_ppi(
     return replace(figure, ppi=estimate)
 
 
-def _judged(records: Sequence[ItemRecord]) -> list[str]:
+def judged_metrics(records: Sequence[ItemRecord]) -> list[str]:
     """The judge metrics some record carries a verdict of, in the registry's order."""
     present = {j for r in records for j in r.judges}
     return [j for j in JUDGES.names() if j in present]

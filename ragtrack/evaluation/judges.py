@@ -148,6 +148,21 @@ def load_prompt(judge: str, language: str) -> str:
     return resources.files("ragtrack.evaluation").joinpath(f"prompts/{language}/{judge}.md").read_text("utf-8")
 
 
+#: The heading of a judge prompt's score levels, per language.
+_RUBRIC = ("## Rubric", "## 评分标准")
+
+
+def reviewer_rubric(judge: str, language: str) -> str:
+    """What a person labelling ``judge``'s metric reads: the judge prompt's opening (what the metric
+    is) and its rubric (the five score levels), so a human score and the judge's mean the same scale.
+    The checklists, output format and examples are for the model (and MLflow keeps an instruction
+    to 1000 characters)."""
+    system = load_prompt(judge, language).split("<<<user>>>")[0].removeprefix("<<<system>>>").strip()
+    sections = system.split("\n## ")
+    levels = next(s for s in sections[1:] if any(h.removeprefix("## ") == s.split("\n")[0] for h in _RUBRIC))
+    return f"{sections[0].strip()}\n\n## {levels.strip()}"
+
+
 @dataclass
 class JudgeStep(Step[JudgeInput, Verdict]):
     """One judge as an LLM step; ``offline`` is its heuristic."""

@@ -123,13 +123,13 @@ def _batches(records: list[ItemRecord]) -> Iterator[list[ItemRecord]]:
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
     """The traces of ``run_id`` by item ID (several for one item only after an interrupted write)."""
     found: dict[str, list[TraceInfo]] = {}
-    for trace in _search(store, run_id, spans=False):
+    for trace in run_traces(store, run_id, spans=False):
         if item := trace.info.tags.get(Tag.ITEM_ID):
             found.setdefault(item, []).append(trace.info)
     return found
 
 
-def _search(store: Store, run_id: str, *, spans: bool) -> Iterator[Trace]:
+def run_traces(store: Store, run_id: str, *, spans: bool) -> Iterator[Trace]:
     """Every trace of ``run_id``; with ``spans``, only those whose span data could be read whole."""
     token = None
     while True:
@@ -168,7 +168,7 @@ def _settle(store: Store, run_id: str, records: list[ItemRecord]) -> set[str]:
     if done:
         # Killed while its spans were being written, a trace keeps its assessments but lacks spans,
         # and MLflow cannot open it: complete means every span is there too.
-        spans = {t.info.trace_id: len(t.data.spans) for t in _search(store, run_id, spans=True)}
+        spans = {t.info.trace_id: len(t.data.spans) for t in run_traces(store, run_id, spans=True)}
         expected = {r.id: 1 + len(_child_stages(r)) for r in records}
         for item, trace_id in list(done.items()):
             if spans.get(trace_id) != expected[item]:
