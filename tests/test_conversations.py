@@ -96,6 +96,23 @@ def test_v5_resolves_a_follow_up_and_v1_answers_it_as_it_stands(project, tiny_co
     assert v5.contexts[0].passage_ids == (CHECKPOINTS,)  # the resolved question finds the passage first
 
 
+@pytest.mark.parametrize(
+    ("question", "follow_up"),
+    [
+        ("How do I install it?", True),
+        ("And the price?", True),
+        ("那它的价格呢？", True),
+        ("How many steps does FLUX.1 schnell need?", False),
+        ("Which folder do LoRA files go in?", False),
+        ("采样器默认多少步？", False),
+    ],
+)
+def test_a_question_that_points_back_or_names_nothing_is_read_as_a_follow_up(question, follow_up):
+    from ragtrack.pipeline.rewrite import looks_like_follow_up
+
+    assert looks_like_follow_up(question) is follow_up
+
+
 def test_a_follow_up_travels_through_the_pyfunc_string_column():
     text = follow_up(FOLLOW_UP, HISTORY)
     assert asked(text) == (FOLLOW_UP, HISTORY)
@@ -237,3 +254,45 @@ def test_the_conversations_walkthrough_runs_and_prints_what_the_page_shows(tmp_p
     printed = {folded(line) for line in done.stdout.splitlines()}
     missing = [line for line in output("conversations") if folded(line) not in printed]
     assert not missing, "the page shows lines the walkthrough did not print:\n" + "\n".join(missing)
+
+
+def test_triage_reads_a_follow_up_with_its_conversation():
+    """Two users ask "How do I install it?" after different questions: as they stand they are one
+    question; read with their conversations, the ComfyUI-Manager one joins the standalone question about
+    installing ComfyUI-Manager and the LoRA one stays apart."""
+    from ragtrack.pipeline.rewrite import looks_like_follow_up, resolve_follow_up
+    from ragtrack.production.conversations import earlier_turns
+    from ragtrack.production.messages import ProductionMessage
+    from ragtrack.production.signals import signals
+    from ragtrack.production.similarity import QuestionSpace
+    from ragtrack.production.triage import triage
+
+    def said(mid: str, question: str, minute: int, conversation: str | None, rating=None) -> ProductionMessage:
+        return ProductionMessage(
+            mid, "jsonl", "bot", question, "…", f"2025-03-01T09:{minute:02d}:00Z",
+            conversation_id=conversation, rating=rating, user=f"user-{mid}",
+        )  # fmt: skip
+
+    messages = [
+        said("m1", "What is ComfyUI-Manager?", 0, "c1"),
+        said("m2", "How do I install it?", 1, "c1", "dislike"),
+        said("l1", "What is a LoRA?", 2, "c2"),
+        said("l2", "How do I install it?", 3, "c2", "dislike"),
+        said("s1", "How do I install ComfyUI-Manager?", 4, None, "dislike"),
+    ]
+    evidence = {m.message_id: signals(m, {}, 2) for m in messages}
+    turns = earlier_turns(messages)
+    assert [t.content for t in turns[messages[1].key]] == ["What is ComfyUI-Manager?", "…"]
+    read_as = {
+        m.key: resolve_follow_up(m.question, turns[m.key])
+        for m in messages
+        if turns[m.key] and looks_like_follow_up(m.question)
+    }
+
+    def cluster_of(result, mid: str) -> set[str]:
+        return next(set(c.message_ids) for c in result.clusters if mid in c.message_ids)
+
+    alone = triage(messages, evidence, QuestionSpace(None, "en"), [])
+    assert "l2" in cluster_of(alone, "m2")  # as they stand, one question
+    read = triage(messages, evidence, QuestionSpace(None, "en"), [], read_as=read_as)
+    assert "s1" in cluster_of(read, "m2") and "l2" not in cluster_of(read, "m2")

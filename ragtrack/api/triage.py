@@ -116,6 +116,8 @@ def triage_logs(
     least ``similarity`` alike are one cluster (None: the question space's default threshold).
     """
     from ragtrack.golden import load_golden
+    from ragtrack.pipeline.rewrite import looks_like_follow_up, resolve_follow_up
+    from ragtrack.production.conversations import earlier_turns
     from ragtrack.production.similarity import QuestionSpace, question_embedder
     from ragtrack.production.triage import triage
 
@@ -143,8 +145,16 @@ def triage_logs(
     space = QuestionSpace(question_embedder(corpus.language), corpus.language)
     progress(f"clustering {len(messages)} questions ({space.label}; embedding them first, minutes on a busy machine)")
     items = [(i.id, i.question) for i in golden.items] if golden else []
+    # A follow-up is clustered as its conversation makes it ("How do I install it?" is two questions
+    # after "What is ComfyUI-Manager?" and after "What is a LoRA?"): the offline rewrite's reading.
+    turns = earlier_turns(messages)
+    read_as = {
+        m.key: resolve_follow_up(m.question, turns[m.key])
+        for m in messages
+        if turns.get(m.key) and looks_like_follow_up(m.question)
+    }
     with heartbeat(progress, f"clustering {len(messages)} questions"):
-        result = triage(messages, evidence, space, items, similarity=similarity, coverage=coverage)
+        result = triage(messages, evidence, space, items, similarity=similarity, coverage=coverage, read_as=read_as)
     return TriageReport(result, judging, sample_rate, experiment, messages, space.embedder)
 
 

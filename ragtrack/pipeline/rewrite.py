@@ -13,6 +13,7 @@ earlier turns with the question and its queries are standalone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -71,3 +72,18 @@ def with_history(question: str, history: Sequence[Turn]) -> str:
     """What an LLM rewrite reads for a follow-up: the earlier turns, then the question to make standalone
     (the prompt's ``{{question}}`` slot, so a version's prompt file is the same with and without)."""
     return f"{transcript(history)}\nuser (the follow-up to rewrite as a standalone question): {question}"
+
+
+#: Words by which a question points back at an earlier turn instead of naming its subject.
+_REFERRING = re.compile(
+    r"\b(?:it|its|they|them|their|this|that|these|those|one|ones)\b|它|他们|她们|它们|这个|那个|这些|那些|该|其|此|那",
+    re.IGNORECASE,
+)
+
+
+def looks_like_follow_up(question: str) -> bool:
+    """Whether a question asked inside a conversation leans on the turns before it: it points back
+    ("How do I install it?", "那它的价格呢？") or names almost nothing itself (two content words or fewer).
+    A golden item with history is a follow-up by definition; production traffic needs this test,
+    since most later turns of a conversation are questions of their own."""
+    return bool(_REFERRING.search(question)) or len(content_tokens(question)) <= 2

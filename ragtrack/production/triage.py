@@ -123,17 +123,22 @@ def triage(
     *,
     similarity: float | None = None,
     coverage: float = COVERAGE_SIMILARITY,
+    read_as: dict[tuple[str, str, str], str] | None = None,
 ) -> Triage:
     """Cluster ``messages`` (with the :class:`Signals` of each, by message ID) and rank the bad cases.
 
     ``golden`` is ``(item ID, question)`` of the golden set, for coverage. ``similarity`` is the cluster
-    threshold; None: the space's own (:attr:`QuestionSpace.threshold`).
+    threshold; None: the space's own (:attr:`QuestionSpace.threshold`). ``read_as``: message key → the
+    question as its conversation makes it (a follow-up's "How do I install it?" after "What is
+    ComfyUI-Manager?"), which is what is clustered; a cluster still shows a question as it was asked.
     """
+    read_as = read_as or {}
     forms: dict[str, list[ProductionMessage]] = {}
     for m in messages:
-        forms.setdefault(normalise_question(m.question), []).append(m)
+        forms.setdefault(normalise_question(read_as.get(m.key, m.question)), []).append(m)
     keys = list(forms)
-    vectors = space.fit([forms[k][0].question for k in keys]) if keys else np.zeros((0, 1))
+    first = [forms[k][0] for k in keys]
+    vectors = space.fit([read_as.get(m.key, m.question) for m in first]) if keys else np.zeros((0, 1))
     labels = cluster(vectors, space.threshold if similarity is None else similarity)
     golden_vectors = space.project([q for _, q in golden]) if golden and keys else None
     groups: dict[int, list[int]] = {}
