@@ -296,3 +296,31 @@ def test_triage_reads_a_follow_up_with_its_conversation():
     assert "l2" in cluster_of(alone, "m2")  # as they stand, one question
     read = triage(messages, evidence, QuestionSpace(None, "en"), [], read_as=read_as)
     assert "s1" in cluster_of(read, "m2") and "l2" not in cluster_of(read, "m2")
+
+
+def test_a_follow_up_golden_set_evaluates_on_a_dify_chat_app(project, monkeypatch):
+    """The eval path end to end over real HTTP: the item's turns are replayed in one Dify conversation,
+    its record and trace keep them, and its retrieval is scored from the follow-up's own reply."""
+    from ragtrack.api import evaluate
+
+    monkeypatch.setenv("DIFY_APP_KEY", "app-follow-up-key")
+    item = {
+        "id": "f1",
+        "type": "A",
+        "history": [t.model_dump() for t in HISTORY],
+        "question": FOLLOW_UP,
+        "gt_context_ids": [CHECKPOINTS],
+        "gt_answer": "Full checkpoints go in models/checkpoints.",
+    }
+    (project / "golden" / "golden.jsonl").write_text(json.dumps(item) + "\n")
+    with DifyServer(project / "golden" / "kb", app_key="app-follow-up-key", max_chars=200) as server:
+        spec = f'kind = "dify"\nbase_url = "{server.base_url}"\napi_key_env = "DIFY_APP_KEY"'
+        (project / "pipelines" / "dify-chat.toml").write_text(f'[version]\nname = "dify-chat"\n\n[agent]\n{spec}\n')
+        report = evaluate("dify-chat", root=project)
+        sent = [x.request.body for x in server.replies("chat_messages")]
+        replied = [x.response.body for x in server.replies("chat_messages")]
+    (record,) = report.records
+    assert record.history == [t.model_dump() for t in HISTORY] and record.answered
+    assert [b["query"] for b in sent] == [HISTORY[0].content, FOLLOW_UP] and sent[1]["conversation_id"]
+    resources = sorted(replied[1]["metadata"]["retriever_resources"], key=lambda r: r["position"])
+    assert [c.unit_id for c in record.contexts] == [r["segment_id"] for r in resources]  # the follow-up's reply
