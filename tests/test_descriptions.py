@@ -205,7 +205,8 @@ def test_an_eval_run_with_failed_items_says_how_many_were_judged_and_lists_the_e
 
 
 def diff(mean_a, mean_b, low, high, p, n=4):
-    return PairedDifference(n, mean_a, mean_b, mean_b - mean_a, low, high, p)
+    """A paired difference with its interval; an interval of width 0 is one whose differences did not vary."""
+    return PairedDifference(n, mean_a, mean_b, mean_b - mean_a, low, high, p, se=(high - low) / 3.92)
 
 
 def test_paired_table_shows_difference_interval_and_p_with_per_type_rows_for_the_criterion():
@@ -220,7 +221,8 @@ def test_paired_table_shows_difference_interval_and_p_with_per_type_rows_for_the
     cells = [[c.strip("\u00a0 ") for c in line.strip("|").split("|")] for line in lines]
     assert cells[0] == ["metric", "v1", "v5", "Δ v5 − v1", "95% CI", "p", "items"]
     assert cells[2] == ["correctness (1–5)", "2.00", "2.50", "**+0.500**", "[+0.250, +0.750]", "0.125", "4"]
-    assert cells[3] == ["↳ type A", "2.00", "3.00", "+1.000", "[+1.000, +1.000]", "0.500", "2"]
+    # Both type-A items moved by exactly +1: no interval, never a zero-width one (issue 49).
+    assert cells[3] == ["↳ type A", "2.00", "3.00", "+1.000", "no variation in 2 items — not evidence", "0.500", "2"]
     assert cells[4] == ["mrr", "0.500", "0.500", "+0.000", "[-0.250, +0.250]", "1.000", "3 of 4"]
     assert len(lines) == 5 and gap in lines[2]
 

@@ -14,9 +14,12 @@ from ragtrack.tracking.store_template import from_template, template_folder
 
 
 def schema(path) -> tuple[list, list]:
-    """Every table, index and trigger as SQLite keeps its SQL, and the migration the file is at."""
+    """Every table, index and trigger as SQLite keeps its SQL, and the migration the file is at. A table's
+    lines are compared as a set: MLflow's batch migrations rebuild a table with its constraints in an
+    order that differs from one creation to the next (seen for ``runs``), the same table all the same."""
     with closing(sqlite3.connect(path)) as db:
-        sql = sorted(r[0] or "" for r in db.execute("SELECT sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"))
+        rows = db.execute("SELECT sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+        sql = sorted("\n".join(sorted(line.strip().rstrip(",") for line in (r[0] or "").splitlines())) for r in rows)
         return sql, db.execute("SELECT version_num FROM alembic_version").fetchall()
 
 
