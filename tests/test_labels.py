@@ -11,9 +11,10 @@ import pytest
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 
 from ragtrack.errors import RagtrackError
+from ragtrack.evaluation.ppi import MIN_LABELLED
 from ragtrack.evaluation.review_sample import stratified_sample
 
-from .test_human_labels import by_hand, run
+from .test_human_labels import run
 
 TYPES = [("a1", "A"), ("a2", "A"), ("a3", "A"), ("a4", "A"), ("a5", "A"), ("a6", "A"), ("b1", "B"), ("b2", "B")]
 
@@ -57,10 +58,9 @@ def test_a_review_queue_labelled_as_the_ui_does_reaches_compares_prediction_powe
     from mlflow.genai import label_schemas, review_queues
 
     from ragtrack.api import pull_labels, queue_labels
-    from ragtrack.config import load_config
     from ragtrack.evaluation.human_labels import load_labels
     from ragtrack.evaluation.judges import reviewer_rubric
-    from ragtrack.tracking.store import Tag, open_store
+    from ragtrack.tracking.store import Tag
 
     for version in ("v1", "v2"):
         assert run("--root", str(project), "eval", version).exit_code == 0
@@ -125,12 +125,9 @@ def test_a_review_queue_labelled_as_the_ui_does_reaches_compares_prediction_powe
     compared = json.loads(run("--root", str(project), "compare", "v1", "v2", "--json", "-").stdout)
     assert compared["ppi"]["labelled"] == {"v1": 2, "v2": 2}
     figure = next(f for f in compared["ppi"]["metrics"] if f["metric"] == "correctness")
-    store = open_store(load_config(project))  # the records as the runs logged them
-    records = {v: {r.id: r for r in store.records(queued[v].run_id)} for v in ("v1", "v2")}
-    order = sorted(records["v2"])
-    judge = [records["v2"][i].judges["correctness"].score - records["v1"][i].judges["correctness"].score for i in order]
-    human_delta = {order.index(i): given[("v2", i)] - given[("v1", i)] for i in items[:2]}
-    assert (figure["ppi"], figure["ci_low"], figure["ci_high"]) == pytest.approx(by_hand(judge, human_delta))
+    # The pulled labels reach compare; two items labelled on both sides are below the minimum a
+    # prediction-powered interval takes (MIN_LABELLED), which the figure says instead of an interval.
+    assert figure["ppi"] is None and f"needs {MIN_LABELLED}" in figure["reason"], figure
 
 
 def test_judge_align_reads_a_pulled_label_file_one_case_per_versions_answer(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from ragtrack.cli import console, main, project_root, stage, warn
-from ragtrack.evaluation.review_sample import DEFAULT_SIZE
 
 
 @main.group()
@@ -25,10 +24,10 @@ def labels() -> None:
 @click.option(
     "--size",
     type=click.IntRange(min=1),
-    default=DEFAULT_SIZE,
-    show_default=True,
-    help="Items to send to review, split over the question types in proportion to their items (each type at "
-    "least one): the prediction-powered interval needs two labelled items per metric, and narrows as 1/√n.",
+    default=None,
+    help="Items to send to review (default: the sample rule's 20), split over the question types in proportion "
+    "to their items (each type at least one): prediction-powered figures need 10 labelled items per metric, "
+    "and narrow as 1/√n.",
 )
 @click.option("--tracking-uri", help="MLflow tracking URI.")
 @click.pass_context
@@ -41,7 +40,7 @@ def labels_queue(ctx, version, size, tracking_uri):
 
     root = project_root(ctx)
     stage(f"queueing {version}'s item traces for review")
-    report = queue_labels(version, root=root, tracking_uri=tracking_uri, size=size)
+    report = queue_labels(version, root=root, tracking_uri=tracking_uri, **({"size": size} if size else {}))
     sampled = ", ".join(f"{kind} {n}" for kind, n in report.sampled.items())
     console.print(
         f"queue [bold]{report.queue}[/] ({report.queue_id}): {report.items} item traces of {version}'s eval "

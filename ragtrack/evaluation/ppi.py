@@ -42,7 +42,6 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t
 
 from ragtrack.evaluation.stats import cluster_codes
 
@@ -101,6 +100,8 @@ def ppi_mean(
     alone = float(np.sqrt(factor * np.sum(g_c**2)))
     est = float(y.mean() - lam * (fl.mean() - (fu.mean() if big else fl.mean())))
     df = max(1, len(set(codes[:n].tolist())) - 1 - tuned)  # a tuned λ is a slope fitted on those clusters
+    from scipy.stats import t  # here, not at import: the listing commands import this module's neighbours
+
     q = float(t.ppf(1 - (1 - confidence) / 2, df))
     judge_all = float(np.concatenate([fu, fl]).mean())
     mean_y = float(y.mean())
