@@ -223,11 +223,20 @@ def test_a_resumed_run_logs_each_metric_once_and_reports_the_whole_eval(project,
     assert len(history) == 1, "a metric logged again with the same value adds no history point"
 
 
+def lines_of(path) -> list[str]:
+    """The lines of a checkpoint, or none if it went between the glob and the read: the eval's
+    writability probe creates the file and removes it at once when no checkpoint existed."""
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
 def wait_for_items(proc: subprocess.Popen, project, n: int):
     """Wait until the eval in ``proc`` has checkpointed ``n`` items; returns the checkpoint folder."""
     checkpoints = project / ".ragtrack" / "checkpoints"
     deadline = time.monotonic() + 300
-    while not any(len(p.read_text().splitlines()) > n for p in checkpoints.glob("*.jsonl")):  # header + n items
+    while not any(len(lines_of(p)) > n for p in checkpoints.glob("*.jsonl")):  # header + n items
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
         time.sleep(0.02)
     return checkpoints
