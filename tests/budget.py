@@ -4,9 +4,12 @@ Wall time on a shared two-core machine says little (other work steals the cores)
 suite costs. Each test's CPU seconds (its process and the subprocesses it waited for, setup and teardown
 included, so a session fixture counts where it is first built) travel with its reports, also from
 pytest-xdist workers; the end of the run prints the total over every worker and its children, and the
-files that cost the most. The per-file figures are kept (``TEST_CACHE/file-cpu.json``) so that the next
-run starts the costliest files first: with ``--dist loadscope`` a long file started last would leave the
-other worker idle at the end.
+files that cost the most. Each file's wall seconds (its tests' setup, call and teardown) are kept
+(``TEST_CACHE/file-wall.json``) so that the next run starts the longest files first: with ``--dist
+loadscope`` a long file started last leaves the other worker idle at the end. A fresh machine (CI) has no
+such file; ``tests/file-wall.json``, the figures of a whole run committed with the tests, orders it until
+it has its own. Wall, not CPU, because a file that waits (a 10,000-trace SQLite write, a server's delays)
+holds its worker as long as one that computes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ __all__ = [
 
 # Caches the tests keep between runs (safe to delete): numba's compiled code, corpora's indexes, file costs.
 TEST_CACHE = Path(os.environ.get("RAGTRACK_TEST_CACHE", Path.home() / ".cache" / "ragtrack-tests"))
-FILE_CPU = TEST_CACHE / "file-cpu.json"
+FILE_WALL = TEST_CACHE / "file-wall.json"
+SHIPPED_WALL = Path(__file__).with_name("file-wall.json")
 
 _START = pytest.StashKey[float]()
 _WORKERS = pytest.StashKey[list]()
@@ -42,6 +46,7 @@ CPU = "cpu_seconds"
 COSTS = "ragtrack_file_cpu"
 # One pytest session per process: its tests' CPU seconds per file (a hook on reports receives no config).
 _PER_FILE: dict[str, float] = defaultdict(float)
+_WALL_PER_FILE: dict[str, float] = defaultdict(float)
 
 
 def cpu_seconds() -> float:
@@ -56,12 +61,17 @@ def pytest_configure(config):
     config.stash[_WALL] = time.monotonic()
 
 
-def _known_costs() -> dict[str, float]:
+def _read_costs(path: Path) -> dict[str, float]:
     try:
-        costs = json.loads(FILE_CPU.read_text())
+        costs = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return costs if isinstance(costs, dict) else {}
+
+
+def _known_costs() -> dict[str, float]:
+    """Each file's wall seconds: this machine's last run where it has one, else the committed figures."""
+    return {**_read_costs(SHIPPED_WALL), **_read_costs(FILE_WALL)}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -72,7 +82,7 @@ def pytest_configure_node(node):
 
 
 def costliest_first(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The costliest files first (as the last run measured them; a new file counts as a middle one), each
+    """The longest files first (as the last run measured them; a new file counts as a middle one), each
     file's tests in their own order."""
     given = getattr(config, "workerinput", {})
     costs = given[COSTS] if COSTS in given else _known_costs()
@@ -97,9 +107,11 @@ def pytest_runtest_makereport(item):
 
 def pytest_runtest_logreport(report):
     """On the controller (or the only process): the CPU of each test, summed per file."""
+    path = report.nodeid.split("::")[0]
+    _WALL_PER_FILE[path] += report.duration
     for name, value in report.user_properties:
         if name == CPU:
-            _PER_FILE[report.nodeid.split("::")[0]] += value
+            _PER_FILE[path] += value
 
 
 def pytest_sessionfinish(session):
@@ -127,7 +139,8 @@ def pytest_terminal_summary(terminalreporter, config):
     heaviest = sorted(_PER_FILE.items(), key=lambda kv: -kv[1])[:15]
     for path, seconds in heaviest:
         terminalreporter.write_line(f"{seconds:8.1f} CPU-s  {path}")
-    if _PER_FILE and not config.option.keyword:  # a -k run saw part of a file; the other files' are kept
+    if _WALL_PER_FILE and not config.option.keyword:  # a -k run saw part of a file; the other files' are kept
         from ragtrack.files import atomic_write_json
 
-        atomic_write_json(FILE_CPU, {**_known_costs(), **{k: round(v, 1) for k, v in _PER_FILE.items()}})
+        measured = {k: round(v, 1) for k, v in _WALL_PER_FILE.items()}
+        atomic_write_json(FILE_WALL, {**_read_costs(FILE_WALL), **measured})
