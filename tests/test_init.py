@@ -133,6 +133,8 @@ def test_init_with_a_mistyped_corpus_or_language_leaves_nothing_behind(tmp_path)
     assert result.exit_code == 2 and "corpus not found" in result.output
     result = run("init", str(tmp_path / "p2"), "--lang", "fr")
     assert result.exit_code != 0
+    result = run("init", str(tmp_path / "p3"), "--llm", "opena:qwen")
+    assert result.exit_code == 2 and "--llm: unknown LLM 'opena:qwen'" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtrack.caches import CACHE_KINDS, Entry, entries, prune
-from ragtrack.config import CONFIG_FILE, load_config
+from ragtrack.config import CONFIG_FILE, llm_name_problem, load_config
 from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.files import atomic_write_text
 from ragtrack.heartbeat import heartbeat
@@ -74,6 +74,9 @@ def init_project(
         raise RagtrackError(f"{corpus_path}: corpus not found (a folder of .md/.txt files or a .jsonl passage file)")
     if language is not None and language not in LANGUAGES:
         raise RagtrackError(f"unknown language {language!r}; expected one of: {', '.join(LANGUAGES)}")
+    profiles = load_config(root).profiles if (root / CONFIG_FILE).is_file() else {}
+    if llm is not None and (problem := llm_name_problem(llm, profiles)):
+        raise RagtrackError(f"--llm: {problem}")  # a typo is said now, not as a fallback to the templates
     say = progress or (lambda _: None)
     if corpus_path.exists():
         say(f"reading the corpus {corpus_path}")
