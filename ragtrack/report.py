@@ -751,7 +751,9 @@ def monitor_table(report: MonitorReport) -> Table:
 
 
 def monitor_lines(report: MonitorReport) -> list[str]:
-    """The alarms in words, what was judged, and the partial-coverage caveat."""
+    """The alarms in words, what was judged, a workflow's node figures, and the partial-coverage caveat."""
+    from ragtrack.production.monitor import node_summary
+
     lines = []
     if report.judging is not None:
         j = report.judging
@@ -761,6 +763,8 @@ def monitor_lines(report: MonitorReport) -> list[str]:
         )
     if any(r.window.partial for r in report.results):
         lines.append(f"partial: {PARTIAL_COVERAGE}")
+    for r in report.results:  # a workflow app's nodes, window by window
+        lines += [f"{r.window.app} {r.window.day} {line}" for line in node_summary(r.window, r.comparison)]
     lines += [f"ALARM {d}" for d in report.alarms]
     if report.dry_run:
         lines.append("dry run: nothing judged or logged")
@@ -779,7 +783,7 @@ def monitor_json(report: MonitorReport, exit_status: int) -> dict:
                 "status": r.status,
                 "run_id": r.run_id,
                 "coverage": sorted(r.window.coverage),
-                "metrics": r.window.metrics(),
+                "metrics": r.window.metrics() | r.comparison.metrics(),
                 "compared_with": r.comparison.previous_day,
                 "not_compared": r.comparison.skipped or None,
                 "drops": [
