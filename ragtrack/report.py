@@ -711,11 +711,20 @@ def triage_lines(report: TriageReport) -> list[str]:
     """What triage compared and judged, under its table."""
     t, j = report.triage, report.judging
     covered = sum(1 for c in t.clusters if c.covered_by)
+    which = f"without a dislike ({report.sample_rate:g} of them)"
+    if t.disliked_runs:
+        which = f"({report.sample_rate:g} of those without a dislike, and every disliked workflow run)"
     lines = [
         f"{t.questions} distinct questions in {t.all_clusters} clusters, compared by {t.space}",
-        f"judged {t.judged} message(s) without a dislike ({report.sample_rate:g} of them) by {j.label}"
-        + (f"; {j.failed} verdict(s) failed" if j.failed else ""),
+        f"judged {t.judged} message(s) {which} by {j.label}" + (f"; {j.failed} verdict(s) failed" if j.failed else ""),
     ]
+    if t.disliked_runs:
+        named = ", ".join(f"{node} {n}" for node, n in t.failing_nodes.items()) or "none"
+        unseen = t.disliked_runs - sum(t.failing_nodes.values())
+        lines.append(
+            f"disliked workflow runs by first failing node: {named}"
+            + (f"; {unseen} of {t.disliked_runs} with no failing node seen" if unseen else "")
+        )
     if covered:
         lines.append(f"{covered} cluster(s) covered by a golden item: `golden propose --from-logs` leaves them out")
     if j.stopped:
