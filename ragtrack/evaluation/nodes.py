@@ -63,7 +63,7 @@ def ran_retrievals(record: Staged) -> list[StageRecord]:
 
 def has_generation(record: Staged) -> bool:
     """Whether a workflow's generation node answered (a pipeline's generate step has no node type)."""
-    return any("type" in s.node for s in role_stages(record, "generation"))
+    return any("type" in s.node and not _failed(s) for s in role_stages(record, "generation"))
 
 
 def _failed(stage: StageRecord) -> bool:

@@ -296,14 +296,11 @@ def node_summary(window: Window, comparison: Comparison) -> list[str]:
     lines = []
     if total := sum(window.intents.values()):
         shares = ", ".join(f"{c} {n}/{total}" for c, n in sorted(window.intents.items()))
-        shifts = [
-            f"{shift:.3f} from {day}"
-            for shift, day in (
-                (comparison.intent_shift, comparison.previous_day),
-                (comparison.intent_shift_first, comparison.first_day),
-            )
-            if shift is not None
-        ]
+        before = comparison.intent_shift
+        shifts = [f"{before:.3f} from {comparison.previous_day}"] if before is not None else []
+        first = comparison.intent_shift_first
+        if first is not None and comparison.first_day != comparison.previous_day:
+            shifts.append(f"{first:.3f} from the first day, {comparison.first_day}")
         lines.append(f"intents: {shares}" + (f" (shift {', '.join(shifts)})" if shifts else ""))
     for title, (runs, empty) in sorted(window.retrievals.items()):
         lines.append(f"retrieval node {title}: empty {empty}/{runs} ({empty / runs:.3f})")

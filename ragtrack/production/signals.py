@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ragtrack.agents.workflow import FAILED
 from ragtrack.evaluation.judges import JudgeInput
-from ragtrack.evaluation.nodes import first_failing, role_stages
+from ragtrack.evaluation.nodes import first_failing, ran_retrievals, role_stages
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.thresholds import LOW_RETRIEVAL_SCORE
 from ragtrack.records import ItemRecord, JudgeRecord
@@ -109,5 +109,10 @@ def judge_input(message: ProductionMessage) -> JudgeInput:
 
 def judges_for(message: ProductionMessage) -> tuple[str, ...]:
     """The reference-free judges that can read this message: groundedness only when the app said what it
-    retrieved (against no contexts every claim looks unsupported)."""
-    return tuple(j for j in REFERENCE_FREE if message.contexts or j != "groundedness")
+    retrieved (against no contexts every claim looks unsupported) — a workflow's retrieval node that ran
+    and found nothing says so, and is judged as an eval judges it; none for a workflow run that failed
+    (no answer to judge: an eval judges no unanswered item either)."""
+    if any(s.node.get("status") in FAILED for s in message.stages):
+        return ()
+    retrieved = bool(message.contexts or ran_retrievals(message))
+    return tuple(j for j in REFERENCE_FREE if retrieved or j != "groundedness")
