@@ -841,6 +841,11 @@ def node_lines(records, metrics: dict[str, float]) -> list[str]:
             f"rewrite retention of must_keep terms {metrics[n.REWRITE_RETENTION]:.3f} "
             f"(n={int(metrics['node/counts/rewrite'])})"
         )
+    if n.REWRITE_FIDELITY in metrics:
+        out.append(
+            f"rewrite fidelity (judged, items without must_keep) {metrics[n.REWRITE_FIDELITY]:.3f} (0-1, "
+            f"n={int(metrics['node/counts/rewrite_fidelity'])})"
+        )
     prefix = "node/retrieval/"
     titles = {n.metric_name(s.name): s.name for r in records for s in r.stages}  # metric names → the titles
     for key in sorted(k for k in metrics if k.startswith(prefix) and k.endswith("/context_recall")):

@@ -10,6 +10,9 @@ the nodes should do (``intent``, ``must_keep``). Per run:
   chose that class (``class_name``), with a per-class confusion table;
 * **rewrite retention** — the share of ``must_keep`` terms the rewrite's
   output still holds (case-folded substring), averaged over items with terms;
+* **rewrite fidelity** — on items without ``must_keep``, the rewrite-fidelity
+  judge's verdict (0–1) on the rewritten query against the question
+  (:mod:`ragtrack.evaluation.rewrite_judge`);
 * **retrieval per node and for their union** — context recall and hit rate of
   each retrieval node's own contexts, and of every node's together (the
   item's contexts: its ordinary retrieval metrics);
@@ -19,9 +22,10 @@ the nodes should do (``intent``, ``must_keep``). Per run:
 * each node's **latency** (``elapsed_s``) and **tokens**, by title.
 
 The first failing node of an item, in flow order: the rewrite lost a
-must-keep term → the intent node chose the wrong class → retrieval brought no
-GT passage (hit rate 0) → the generation was unfaithful (groundedness below
-3 of 5) or wrong (correctness below 3 of 5); a node that failed outright
+must-keep term (without terms: its fidelity was judged below 3 of 5) → the
+intent node chose the wrong class → retrieval brought no GT passage (hit rate
+0) → the generation was unfaithful (groundedness below 3 of 5) or wrong
+(correctness below 3 of 5); a node that failed outright
 (status failed) is its role's failure. Everything here is a pure function of
 the records.
 """
@@ -40,10 +44,11 @@ PASS_SCORE = 3  # a judge verdict below this (of 5) fails the generation
 NODE_PREFIX = "node/"
 INTENT_ACCURACY = "node/intent_accuracy"
 REWRITE_RETENTION = "node/rewrite_retention"
+REWRITE_FIDELITY = "node/rewrite_fidelity"
 GENERATION_GROUNDEDNESS = "node/generation_groundedness"
 UNION = "union"
 #: Node metrics where higher is better (compare and promote pair them; guards name them).
-QUALITY = ("intent_accuracy", "rewrite_retention", "generation_groundedness")
+QUALITY = ("intent_accuracy", "rewrite_retention", "rewrite_fidelity", "generation_groundedness")
 
 
 class Staged(Protocol):
@@ -86,6 +91,17 @@ def retention(record: ItemRecord) -> float | None:
         return None
     text = rewritten(stages[0]).casefold()
     return sum(1 for t in record.must_keep if t.casefold() in text) / len(record.must_keep)
+
+
+def fidelity(record: ItemRecord) -> float | None:
+    """The rewrite-fidelity verdict (0–1) on an item without ``must_keep`` (None: not judged)."""
+    if record.must_keep:
+        return None
+    for s in role_stages(record, "rewrite"):
+        score = s.node.get("fidelity")
+        if not _failed(s) and isinstance(score, int | float) and not isinstance(score, bool):
+            return (score - 1) / 4
+    return None
 
 
 def predicted_intent(record: Staged) -> str | None:
@@ -136,6 +152,8 @@ def first_failing(record: ItemRecord, *, unreferenced: bool = False) -> str:
             return role
         if role == "rewrite" and (kept := retention(record)) is not None and kept < 1:
             return role
+        if role == "rewrite" and (faithful := fidelity(record)) is not None and faithful < (PASS_SCORE - 1) / 4:
+            return role
         chosen = predicted_intent(record) if role == "intent" and record.intent else None
         if chosen is not None and chosen != record.intent:
             return role
@@ -177,6 +195,9 @@ def node_metrics(records: list[ItemRecord]) -> dict[str, float]:
     if (value := mean(retention(r) for r in records)) is not None:
         out[REWRITE_RETENTION] = value
         out["node/counts/rewrite"] = float(sum(1 for r in records if retention(r) is not None))
+    if (value := mean(fidelity(r) for r in records)) is not None:
+        out[REWRITE_FIDELITY] = value
+        out["node/counts/rewrite_fidelity"] = float(sum(1 for r in records if fidelity(r) is not None))
     per_node: dict[str, list[dict[str, float | None]]] = defaultdict(list)
     union: list[dict[str, float | None]] = []
     for r in records:
