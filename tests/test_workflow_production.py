@@ -157,7 +157,8 @@ def test_the_eval_figures_come_out_of_the_apps_traces_by_pull_monitor_and_triage
 
 def test_a_node_span_that_cannot_be_read_is_a_counted_named_skip_and_the_run_is_kept(project):
     """A workflow trace whose classifier span has no ``node_type`` and whose retrieval span's outputs
-    are a bare string: both spans are left out, counted by reason; the readable nodes are the stages."""
+    are a bare string: both spans are left out, counted by reason; the readable nodes are the stages,
+    with a key the rewrite's prompt quoted kept out of the store."""
     experiment = traces_experiment(project, "broken")
     root = mlflow.start_span_no_context(
         "workflow",
@@ -173,13 +174,17 @@ def test_a_node_span_that_cannot_be_read_is_a_counted_named_skip_and_the_run_is_
         ("知识检索·sampler", SpanType.RETRIEVER, {"node_type": "knowledge-retrieval"}, "oops"),
         (ANSWER, SpanType.LLM, {"node_type": "llm"}, "The cfg value defaults to 8.0."),
     ]
+    prompt = [
+        {"role": "system", "content": "Rewrite it. (api key sk-loopbackSECRET12345)"},
+        {"role": "user", "content": CFG},
+    ]
     for n, (title, kind, attributes, outputs) in enumerate(spans):
         start = root.start_time_ns + n * 10**7
         span = mlflow.start_span_no_context(
             title,
             span_type=kind,
             parent_span=root,
-            inputs={"query": "default cfg value"},
+            inputs=prompt if n == 0 else {"query": "default cfg value"},
             attributes={"node_id": f"exec-{n}", "status": "succeeded", **attributes},
             start_time_ns=start,
         )
@@ -198,3 +203,4 @@ def test_a_node_span_that_cannot_be_read_is_a_counted_named_skip_and_the_run_is_
         (ANSWER, 2, "generation"),
     ]
     assert m.answer == "The cfg value defaults to 8.0." and m.contexts == []
+    assert m.stages[0].inputs == {"prompt": [{**prompt[0], "content": "Rewrite it. (api key ***)"}, prompt[1]]}

@@ -220,13 +220,23 @@ def _stages(pulled: PulledMessage, mapping: _Mapping) -> list[StageRecord]:
         contexts = [mapping(c) for c in n.contexts or []]
         inputs, outputs = _redacted(n.inputs), _redacted(n.outputs)
         described = n.described(roles.get(n.title))
+        if described.get("error"):
+            described["error"] = redact(described["error"])
         return StageRecord(n.title, n.kind, n.start_ns, n.end_ns, inputs, outputs, contexts, described)
 
     return [stage(n) for n in pulled.nodes]
 
 
-def _redacted(values: dict) -> dict:
-    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+def _redacted(value):
+    """Every text in a node's inputs or outputs with secret values out, however deep (an LLM node's
+    inputs are its prompt messages, which may quote anything)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _changed(held: Stored, rating: str | None, comment: str | None) -> bool:
