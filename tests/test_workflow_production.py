@@ -54,26 +54,26 @@ def test_the_eval_figures_come_out_of_the_apps_traces_by_pull_monitor_and_triage
         server.plant(COUNTED, "empty_retrieval")
         server.plant(DEFAULTS, "unfaithful")
         server.plant(ENCODER, "fail:" + ANSWER)
-        write_spec(project, "dify-flow", DIFY_AGENT.format(url=server.base_url, n=1) + 'app_mode = "workflow"\n')
+        agent = DIFY_AGENT.format(url=server.base_url, n=1) + 'app_mode = "workflow"\n'
+        write_spec(project, "dify-flow", agent + '\n[agent.nodes]\nrewrite = "问题改写"\n')
         report = evaluate("dify-flow", root=project)
         eval_runs = list(server.workflow_runs)
         day2_runs = [server.workflow.run(r.question, ("misroute",) if "steps" in r.question else ()) for r in eval_runs]
-        workflow = server.workflow
+        assert len(eval_runs) == 5
+        wrong = {r.question for r in eval_runs if r.failed or "misroute" in r.faults or not any(r.retrieved.values())}
+        wrong |= {r.question for r in eval_runs if "unfaithful" in r.faults}
+        traced = [
+            TracedRun(r, f"{DAY1}T0{n}:00:00Z", f"user-{n}", "dislike" if r.question in wrong else "like")
+            for n, r in enumerate(eval_runs, start=1)
+        ]
+        traced += [TracedRun(r, f"{DAY2}T0{n}:00:00Z", f"user-{n}") for n, r in enumerate(day2_runs, start=1)]
+        traced += [TracedRun(r, f"{DAY3}T0{n}:00:00Z", f"user-{n}") for n, r in enumerate(eval_runs, start=1)]
+        experiment = traces_experiment(project, "dify-workflow-traces")
+        ids = write_workflow_runs(traced, server.workflow, "loopback app", experiment)  # the app's name (/info)
+        assert ids == [run_id_of(t) for t in traced]
+        # With the version's spec: its [agent.nodes] name the rewrite, as in the eval.
+        pulled = pull_logs("mlflow", experiment="dify-workflow-traces", version="dify-flow", app="flow", root=project)
     records, metrics = report.records, report.metrics
-    assert len(eval_runs) == 5
-    wrong = {r.question for r in eval_runs if r.failed or "misroute" in r.faults or not any(r.retrieved.values())}
-    wrong |= {r.question for r in eval_runs if "unfaithful" in r.faults}
-    traced = [
-        TracedRun(r, f"{DAY1}T0{n}:00:00Z", f"user-{n}", "dislike" if r.question in wrong else "like")
-        for n, r in enumerate(eval_runs, start=1)
-    ]
-    traced += [TracedRun(r, f"{DAY2}T0{n}:00:00Z", f"user-{n}") for n, r in enumerate(day2_runs, start=1)]
-    traced += [TracedRun(r, f"{DAY3}T0{n}:00:00Z", f"user-{n}") for n, r in enumerate(eval_runs, start=1)]
-    experiment = traces_experiment(project, "dify-workflow-traces")
-    ids = write_workflow_runs(traced, workflow, "loopback workflow", experiment)
-    assert ids == [run_id_of(t) for t in traced]
-
-    pulled = pull_logs("mlflow", experiment="dify-workflow-traces", app="flow", root=project)
     assert (pulled.new, dict(pulled.unresolved)) == (15, {})
     assert (pulled.disliked, pulled.liked) == (len(wrong), 5 - len(wrong))
     stored = {m.message_id: m for m in read_messages(open_store(load_config(project)), source="mlflow")}
@@ -92,9 +92,10 @@ def test_the_eval_figures_come_out_of_the_apps_traces_by_pull_monitor_and_triage
         assert next(s for s in m.stages if s.name == INTENT).outputs["class_name"] == run.intent
         if not t.created_at.startswith(DAY2):
             r = by_question[run.question]
-            assert [(s.name, s.kind, s.node.get("role")) for s in m.stages] == [
-                (s.name, s.kind, s.node.get("role")) for s in r.stages
+            assert [(s.name, s.kind, s.node.get("role"), s.node.get("role_from")) for s in m.stages] == [
+                (s.name, s.kind, s.node.get("role"), s.node.get("role_from")) for s in r.stages
             ]
+            assert next(s for s in m.stages if s.name == REWRITE).node["role_from"] == "declared"
             assert [c.passage_ids for c in m.contexts] == [c.passage_ids for c in r.contexts]
 
     result = monitor(root=project, sample_rate=1.0)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragtrack.agents.mapping import ContextMapper, PlatformContext
-from ragtrack.agents.workflow import Node, assign_roles
+from ragtrack.agents.workflow import Node
 from ragtrack.errors import RagtrackError
 from ragtrack.files import atomic_write_json, hold_lock, read_text, release_lock
 from ragtrack.production.messages import Coverage, ProductionMessage, hash_user
@@ -212,9 +212,9 @@ def _message(pulled: PulledMessage, source: Source, mapping: _Mapping, salt: str
 
 
 def _stages(pulled: PulledMessage, mapping: _Mapping) -> list[StageRecord]:
-    """A workflow run's nodes as the stages an eval records: roles inferred as for a Dify agent
-    (:func:`~ragtrack.agents.workflow.assign_roles`), each retrieval node's contexts mapped, secrets out."""
-    roles = assign_roles(pulled.nodes, pulled.answer, {}) if pulled.nodes else {}
+    """A workflow run's nodes as the stages an eval records, with the roles the source gave them, each
+    retrieval node's contexts mapped, secrets out."""
+    roles = pulled.roles
 
     def stage(n: Node) -> StageRecord:
         contexts = [mapping(c) for c in n.contexts or []]

@@ -58,6 +58,7 @@ class PulledMessage:
     feedback: UserFeedback | None = None
     app: str | None = None  # the app / version that served it, when the source says (a JSONL app_version)
     nodes: list[Node] = field(default_factory=list)  # a workflow run's nodes, in the order they ran
+    roles: dict[str, tuple[str, str]] = field(default_factory=dict)  # node title → (role, why)
 
 
 @dataclass

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from ragtrack.agents.base import number
 from ragtrack.agents.dify import dify_check
 from ragtrack.agents.mapping import PlatformContext
-from ragtrack.agents.workflow import FAILED, RETRIEVAL, Node, node_contexts, result_contexts
+from ragtrack.agents.workflow import FAILED, RETRIEVAL, Node, assign_roles, node_contexts, result_contexts
 from ragtrack.errors import RagtrackError
 from ragtrack.production import fields
 from ragtrack.production.fields import FieldError
@@ -82,8 +82,11 @@ class MlflowSource:
     name = "mlflow"
     coverage = "all"
 
-    def __init__(self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None):
+    def __init__(
+        self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None, declared: dict[str, str] | None = None
+    ):
         self.experiment, self.app, self.dify = experiment, app, dify
+        self.declared = declared or {}  # the Dify spec's [agent.nodes]: role → node title
         # Several Dify apps may trace into one experiment: with the app's spec, only its traces are read.
         self.dify_app = dify.app_name() if dify else None
         self._traces = experiment.traces
@@ -114,6 +117,8 @@ class MlflowSource:
             elif kind == "dataset_retrieval" and message is not None:
                 retrievals[message.message_id] = message.contexts
             elif message is not None:
+                # Node roles as an eval gives them: the spec's [agent.nodes], the rest inferred from node types.
+                message.roles = assign_roles(message.nodes, message.answer, self.declared) if message.nodes else {}
                 pending.append((trace.info.request_time, message, kind == "message"))
             if read % PAGE == 0:
                 progress(f"{self.app}: {read} traces read")
@@ -452,8 +457,9 @@ def open_source(request: SourceRequest) -> MlflowSource:
     )
     if experiment.name == f"{request.config.project.experiment}-production":
         raise RagtrackError(f"{experiment.name} is where pulled messages are stored, not an app's traces")
-    dify = None
+    dify, declared = None, {}
     if request.version:
         spec = load_platform_spec(request, "dify")
         dify = DifyFeedbacks(spec_endpoint(spec, request, dify_check), spec.name)
-    return MlflowSource(experiment, request.app or (dify.label if dify else experiment.name), dify)
+        declared = dict(spec.spec.agent.nodes)
+    return MlflowSource(experiment, request.app or (dify.label if dify else experiment.name), dify, declared)
