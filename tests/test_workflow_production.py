@@ -15,6 +15,7 @@ from mlflow.entities import SpanType
 from ragtrack.api import evaluate, monitor, pull_logs, triage_logs
 from ragtrack.config import load_config
 from ragtrack.evaluation.nodes import metric_name
+from ragtrack.production.monitor import Window, compare_all
 from ragtrack.report import monitor_lines, triage_lines
 from ragtrack.testing.dify_traces import TracedRun, run_id_of, write_workflow_runs
 from ragtrack.testing.dify_workflow import ANSWER, INTENT, REWRITE
@@ -205,3 +206,21 @@ def test_a_node_span_that_cannot_be_read_is_a_counted_named_skip_and_the_run_is_
     ]
     assert m.answer == "The cfg value defaults to 8.0." and m.contexts == []
     assert m.stages[0].inputs == {"prompt": [{**prompt[0], "content": "Rewrite it. (api key ***)"}, prompt[1]]}
+
+
+def test_an_intent_shift_beyond_its_threshold_alarms_over_enough_classified_runs():
+    before = Window("flow", DAY1, messages=20, intents=Counter(sampler=10, models=10))
+    after = Window("flow", DAY2, messages=20, intents=Counter(sampler=4, models=10, notes=6))
+    # shares 0.5/0.5/0 → 0.2/0.5/0.3: |−0.3| + 0 + 0.3 = 0.6, half of it 0.3
+    (_, compared) = compare_all([before, after], {"intent_shift": 0.25}, min_messages=20)
+    (drop,) = compared.drops
+    assert (drop.metric, drop.previous, drop.current, drop.previous_day) == (
+        "intent_shift",
+        0.0,
+        pytest.approx(0.3),
+        DAY1,
+    )
+    assert str(drop) == f"flow {DAY2}: intent_shift 0.000 -> 0.300 (+0.300; alarm beyond 0.25) against {DAY1}"
+    assert compare_all([before, after], {"intent_shift": 0.3}, min_messages=20)[1].drops == ()  # not beyond
+    assert compare_all([before, after], {"intent_shift": 0.25}, min_messages=21)[1].drops == ()  # too few runs
+    assert compare_all([before, after], {}, min_messages=20)[1].intent_shift == pytest.approx(0.3)  # no threshold
