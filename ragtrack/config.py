@@ -133,7 +133,8 @@ class MonitorSection(_Strict):
     # A window (app version x day) with fewer messages is never compared with the day before.
     min_messages: int = Field(default=20, ge=1)
     # metric -> how much worse than the previous day it may get before the monitor exits 1 (0-1 scale):
-    # dislike_rate, no_retrieval_rate, refusal_rate (rising) and like_rate, groundedness, relevance (falling).
+    # dislike_rate, no_retrieval_rate, refusal_rate (rising) and like_rate, groundedness, relevance (falling);
+    # intent_shift (a workflow's intent distribution moving from the day before: 0-1, no default).
     max_drop: dict[str, Number] = {
         "dislike_rate": 0.05,
         "no_retrieval_rate": 0.05,

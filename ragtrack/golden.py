@@ -474,19 +474,30 @@ class GoldenNotReadyError(RagtrackError):
 
 
 EXAMPLE_CAUTION = "the golden set is still example questions"  # how compare finds it among a run's cautions
+#: The tag of an example item ``ragtrack init`` had an LLM write (an offline one carries the template tag).
+EXAMPLE_TAG = "example"
 
 
 def example_caution(golden: GoldenSet) -> str | None:
-    """What to say when every item is still an offline template (as ``ragtrack init`` writes its example
-    set): the figures then describe template questions, not the ones users ask."""
+    """What to say when every item is still one of the examples ``ragtrack init`` writes (offline
+    templates, or questions an LLM wrote): the figures then describe those, not the questions users ask."""
     from ragtrack.authoring.propose import TEMPLATE_TAG
 
-    if not golden.items or not all(TEMPLATE_TAG in i.tags for i in golden.items):
+    if not golden.items or not all({TEMPLATE_TAG, EXAMPLE_TAG} & set(i.tags) for i in golden.items):
         return None
+    if all(TEMPLATE_TAG in i.tags for i in golden.items):
+        what = (
+            f"offline templates (tag {TEMPLATE_TAG!r}, as `ragtrack init` wrote them), so these figures "
+            "describe the templates"
+        )
+    else:
+        what = (
+            f"the examples `ragtrack init` wrote (tag {EXAMPLE_TAG!r} or {TEMPLATE_TAG!r}), so these figures "
+            "describe them"
+        )
     return (
-        f"{EXAMPLE_CAUTION}: all {len(golden.items)} items are offline templates "
-        f"(tag {TEMPLATE_TAG!r}, as `ragtrack init` wrote them), so these figures describe the templates, not your "
-        "users' questions; write your own (`ragtrack golden propose --doc …`, then review them)"
+        f"{EXAMPLE_CAUTION}: all {len(golden.items)} items are {what}, not your users' questions; write your own "
+        "(`ragtrack golden propose --doc …`, then review them)"
     )
 
 

@@ -711,11 +711,20 @@ def triage_lines(report: TriageReport) -> list[str]:
     """What triage compared and judged, under its table."""
     t, j = report.triage, report.judging
     covered = sum(1 for c in t.clusters if c.covered_by)
+    which = f"without a dislike ({report.sample_rate:g} of them)"
+    if t.disliked_runs:
+        which = f"({report.sample_rate:g} of those without a dislike, and every disliked workflow run)"
     lines = [
         f"{t.questions} distinct questions in {t.all_clusters} clusters, compared by {t.space}",
-        f"judged {t.judged} message(s) without a dislike ({report.sample_rate:g} of them) by {j.label}"
-        + (f"; {j.failed} verdict(s) failed" if j.failed else ""),
+        f"judged {t.judged} message(s) {which} by {j.label}" + (f"; {j.failed} verdict(s) failed" if j.failed else ""),
     ]
+    if t.disliked_runs:
+        named = ", ".join(f"{node} {n}" for node, n in t.failing_nodes.items()) or "none"
+        unseen = t.disliked_runs - sum(t.failing_nodes.values())
+        lines.append(
+            f"disliked workflow runs by first failing node: {named}"
+            + (f"; {unseen} of {t.disliked_runs} with no failing node seen" if unseen else "")
+        )
     if covered:
         lines.append(f"{covered} cluster(s) covered by a golden item: `golden propose --from-logs` leaves them out")
     if j.stopped:
@@ -751,7 +760,9 @@ def monitor_table(report: MonitorReport) -> Table:
 
 
 def monitor_lines(report: MonitorReport) -> list[str]:
-    """The alarms in words, what was judged, and the partial-coverage caveat."""
+    """The alarms in words, what was judged, a workflow's node figures, and the partial-coverage caveat."""
+    from ragtrack.production.monitor import node_summary
+
     lines = []
     if report.judging is not None:
         j = report.judging
@@ -761,6 +772,8 @@ def monitor_lines(report: MonitorReport) -> list[str]:
         )
     if any(r.window.partial for r in report.results):
         lines.append(f"partial: {PARTIAL_COVERAGE}")
+    for r in report.results:  # a workflow app's nodes, window by window
+        lines += [f"{r.window.app} {r.window.day} {line}" for line in node_summary(r.window, r.comparison)]
     lines += [f"ALARM {d}" for d in report.alarms]
     if report.dry_run:
         lines.append("dry run: nothing judged or logged")
@@ -779,7 +792,7 @@ def monitor_json(report: MonitorReport, exit_status: int) -> dict:
                 "status": r.status,
                 "run_id": r.run_id,
                 "coverage": sorted(r.window.coverage),
-                "metrics": r.window.metrics(),
+                "metrics": r.window.metrics() | r.comparison.metrics(),
                 "compared_with": r.comparison.previous_day,
                 "not_compared": r.comparison.skipped or None,
                 "drops": [
@@ -827,6 +840,11 @@ def node_lines(records, metrics: dict[str, float]) -> list[str]:
         out.append(
             f"rewrite retention of must_keep terms {metrics[n.REWRITE_RETENTION]:.3f} "
             f"(n={int(metrics['node/counts/rewrite'])})"
+        )
+    if n.REWRITE_FIDELITY in metrics:
+        out.append(
+            f"rewrite fidelity (judged, items without must_keep) {metrics[n.REWRITE_FIDELITY]:.3f} (0-1, "
+            f"n={int(metrics['node/counts/rewrite_fidelity'])})"
         )
     prefix = "node/retrieval/"
     titles = {n.metric_name(s.name): s.name for r in records for s in r.stages}  # metric names → the titles

@@ -256,46 +256,47 @@ def test_the_conversations_walkthrough_runs_and_prints_what_the_page_shows(tmp_p
     assert not missing, "the page shows lines the walkthrough did not print:\n" + "\n".join(missing)
 
 
-def test_triage_reads_a_follow_up_with_its_conversation():
-    """Two users ask "How do I install it?" after different questions: as they stand they are one
-    question; read with their conversations, the ComfyUI-Manager one joins the standalone question about
-    installing ComfyUI-Manager and the LoRA one stays apart."""
-    from ragtrack.pipeline.rewrite import looks_like_follow_up, resolve_follow_up
-    from ragtrack.production.conversations import earlier_turns
-    from ragtrack.production.messages import ProductionMessage
-    from ragtrack.production.signals import signals
-    from ragtrack.production.similarity import QuestionSpace
-    from ragtrack.production.triage import triage
+def test_triage_reads_a_follow_up_with_its_conversation(project, tmp_path):
+    """Two users ask "How do I install it?" after different questions. As they stand they are one
+    question (the same words); `logs triage` reads them with their conversations as pulled into the
+    store, so the ComfyUI-Manager one joins the standalone question about installing ComfyUI-Manager
+    and the LoRA one stays apart. Through the CLI: without the conversations passed to the clustering,
+    the two follow-ups are one cluster and this fails."""
+    from click.testing import CliRunner
 
-    def said(mid: str, question: str, minute: int, conversation: str | None, rating=None) -> ProductionMessage:
-        return ProductionMessage(
-            mid, "jsonl", "bot", question, "…", f"2025-03-01T09:{minute:02d}:00Z",
-            conversation_id=conversation, rating=rating, user=f"user-{mid}",
-        )  # fmt: skip
+    from ragtrack.cli import main
 
-    messages = [
+    def said(mid: str, question: str, minute: int, conversation: str | None, rating=None) -> dict:
+        row = {
+            "message_id": mid,
+            "question": question,
+            "answer": "…",
+            "contexts": [],
+            "rating": rating,
+            "user": f"user-{mid}",
+            "created_at": f"2025-03-01T09:{minute:02d}:00Z",
+            "app_version": "bot",
+        }
+        return row | ({"conversation_id": conversation} if conversation else {})  # fmt: skip
+
+    rows = [
         said("m1", "What is ComfyUI-Manager?", 0, "c1"),
         said("m2", "How do I install it?", 1, "c1", "dislike"),
         said("l1", "What is a LoRA?", 2, "c2"),
         said("l2", "How do I install it?", 3, "c2", "dislike"),
         said("s1", "How do I install ComfyUI-Manager?", 4, None, "dislike"),
     ]
-    evidence = {m.message_id: signals(m, {}, 2) for m in messages}
-    turns = earlier_turns(messages)
-    assert [t.content for t in turns[messages[1].key]] == ["What is ComfyUI-Manager?", "…"]
-    read_as = {
-        m.key: resolve_follow_up(m.question, turns[m.key])
-        for m in messages
-        if turns[m.key] and looks_like_follow_up(m.question)
-    }
-
-    def cluster_of(result, mid: str) -> set[str]:
-        return next(set(c.message_ids) for c in result.clusters if mid in c.message_ids)
-
-    alone = triage(messages, evidence, QuestionSpace(None, "en"), [])
-    assert "l2" in cluster_of(alone, "m2")  # as they stand, one question
-    read = triage(messages, evidence, QuestionSpace(None, "en"), [], read_as=read_as)
-    assert "s1" in cluster_of(read, "m2") and "l2" not in cluster_of(read, "m2")
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cli = CliRunner()
+    pulled = cli.invoke(main, ["--root", str(project), "logs", "pull", "--from", "jsonl", str(export)])
+    assert pulled.exit_code == 0, pulled.output
+    out = tmp_path / "triage.json"
+    result = cli.invoke(main, ["--root", str(project), "logs", "triage", "--sample-rate", "0", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    clusters = [set(c["message_ids"]) for c in json.loads(out.read_text(encoding="utf-8"))]
+    with_m2 = next(c for c in clusters if "m2" in c)
+    assert "s1" in with_m2 and "l2" not in with_m2, clusters
 
 
 def test_a_follow_up_golden_set_evaluates_on_a_dify_chat_app(project, monkeypatch):

@@ -176,3 +176,44 @@ def test_propose_asks_for_fewer_documents_rather_than_cutting_the_prompt(tmp_pat
                  "--llm", "openai:qwen-test", "--golden", str(tmp_path / "g.jsonl"))  # fmt: skip
     assert result.exit_code == 2 and "propose from fewer --doc at a time" in result.output
     assert server.log.requests == [] and not (tmp_path / "candidates.jsonl").exists()
+
+
+def test_a_follow_up_is_answered_and_audited_with_its_earlier_turns(tmp_path, endpoint):
+    """ "那网关 Mini 呢？" names nothing by itself: the answer and audit prompts carry the turns before it,
+    oldest first, and a lone question's prompt is what it was before items had history."""
+    from .test_golden_authoring import MATTER
+
+    server, env = endpoint
+    root = zh_project(tmp_path / "qinghe")
+    turns = [
+        {"role": "user", "content": "青禾设备支持 Matter 吗？"},
+        {"role": "assistant", "content": "网关 Pro 从固件 3.2.0 开始支持 Matter 桥接。"},
+    ]
+    base = {"type": "A", "gt_context_ids": [MATTER], "gt_answer": ""}
+    rows = [
+        {"id": "f1", "question": "那网关 Mini 呢？", "history": turns, **base},
+        {"id": "l1", "question": "网关 Mini 支持 Matter 吗？", **base},
+    ]
+    (root / "golden.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+
+    def prompts() -> dict[str, str]:
+        """Question → the user message that asked about it, for the requests since the last look."""
+        sent = [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in server.log.requests]
+        server.log.requests.clear()
+        return {q: next(u for u in sent if f"### 问题\n{q}" in u) for q in (rows[0]["question"], rows[1]["question"])}
+
+    transcript = "user: 青禾设备支持 Matter 吗？\nassistant: 网关 Pro 从固件 3.2.0 开始支持 Matter 桥接。"
+    for command in ("answer", "audit"):
+        result = run(root, env, "golden", command, "--llm", "openai:qwen-test")
+        assert result.exit_code in (0, 1) and "Traceback" not in result.output, result.output
+        follow_up, lone = prompts().values()
+        assert follow_up.startswith("### 对话中此前的轮次\n")
+        assert f"{transcript}\n\n### 问题\n那网关 Mini 呢？" in follow_up
+        assert lone.startswith("### 问题\n") and "对话中此前的轮次" not in lone and "user: " not in lone
+        assert all(r["gt_answer"] for r in lines(root / "golden.jsonl"))
+    from ragtrack.authoring import conversation
+    from ragtrack.golden import Turn
+
+    english = conversation([Turn(role="user", content="Which gateway supports Matter?")], "en")
+    assert english.startswith("### Earlier turns of the conversation\n")
+    assert english.endswith("\n\nuser: Which gateway supports Matter?\n\n") and conversation((), "en") == ""

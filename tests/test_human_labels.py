@@ -43,7 +43,7 @@ def write(path, rows) -> str:
 
 
 def test_a_versions_mean_is_the_labels_mean_corrected_by_the_weighed_judge(tmp_path):
-    judged = [4, 3, 5, 2, 4, 4, 3, 5, 1, 2, 5, 3]
+    judged = [4, 3, 5, 2, 4, 4, 3, 5, 1, 2, 5, 3, 4, 2, 5, 3, 1, 4, 3, 5]
     human = [3, 3, 4, 2, 4, 3, 3, 5, 2, 2]  # the first ten items labelled
     records = [record(f"i{n}", s) for n, s in enumerate(judged)]
     file = load_labels(write(tmp_path / "l.jsonl", [label("v1", f"i{n}", y) for n, y in enumerate(human)]))
@@ -51,7 +51,7 @@ def test_a_versions_mean_is_the_labels_mean_corrected_by_the_weighed_judge(tmp_p
     e = figure.ppi
     # By hand: θ̂ = mean(labels) − λ · (mean(judge, labelled) − mean(judge, unlabelled)), λ in [0, 1]
     assert e.estimate == pytest.approx(np.mean(human) - e.lam * (np.mean(judged[:10]) - np.mean(judged[10:])))
-    assert 0 < e.lam <= 1 and (e.labelled, e.unlabelled) == (10, 2)
+    assert 0 < e.lam <= 1 and (e.labelled, e.unlabelled) == (10, 10)
     assert e.ci_high - e.ci_low <= e.labels_only[1] - e.labels_only[0] + 1e-12  # never wider than labels alone
     theirs = stats.ttest_1samp(judged, 0).confidence_interval(0.95)  # judge-only: the t interval of the mean
     assert (figure.judge, figure.judge_low, figure.judge_high) == pytest.approx(

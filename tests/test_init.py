@@ -69,6 +69,12 @@ def test_init_scaffolds_a_chinese_project_that_validates_and_evaluates(tmp_path)
     assert "language" not in evaluated.output  # the built-in v1 reads Chinese: no mismatch warning
     assert f"mlflow ui --backend-store-uri 'sqlite:///{root.resolve()}/mlruns/mlflow.db'" in evaluated.output
     assert "参考答案" in json.dumps(_items(root)[0]["judges"], ensure_ascii=False)  # Chinese reasons
+    # Every figure describes init's example questions, and eval and compare say so.
+    assert "the golden set is still example questions: all" in evaluated.output
+    assert run("--root", str(root), "eval", "--version", "v2").exit_code == 0
+    compared = run("--root", str(root), "compare", "v1", "v2")
+    assert compared.exit_code == 0, compared.output
+    assert "the golden set is still example questions: all" in compared.output
 
     # Running init again keeps every file.
     again = run("init", str(root), "--lang", "zh", "--corpus", str(root / "articles"))
@@ -127,6 +133,8 @@ def test_init_with_a_mistyped_corpus_or_language_leaves_nothing_behind(tmp_path)
     assert result.exit_code == 2 and "corpus not found" in result.output
     result = run("init", str(tmp_path / "p2"), "--lang", "fr")
     assert result.exit_code != 0
+    result = run("init", str(tmp_path / "p3"), "--llm", "opena:qwen")
+    assert result.exit_code == 2 and "--llm: unknown LLM 'opena:qwen'" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -164,3 +172,50 @@ def test_every_built_in_version_loads_and_the_bm25_only_set_answers_without_an_e
         out = agent.answer("绿茶用多少度的水冲泡？")
         assert out.contexts[0].passage_ids == ("tea.txt",) and "八十摄氏度" in out.answer
         assert agent.describe()["embedding_model"] == "none" and "language_mismatch" not in agent.setup.warnings
+
+
+def test_init_has_a_configured_llm_write_the_examples_and_the_templates_stand_in_where_it_fails(tmp_path):
+    """A ragtrack.toml that names an LLM (here a judge on the loopback OpenAI-compatible server) makes
+    init propose and answer its examples with it; the type whose reply is unreadable (D) gets the
+    offline template's question, and init says which wrote what."""
+    import re
+
+    from ragtrack.config import load_config
+    from ragtrack.golden import example_caution, load_golden
+    from ragtrack.llm.fake_server import FakeOpenAIServer
+
+    from .test_golden_authoring import DOCS
+    from .test_golden_llm import scripted
+
+    def reply(request: dict) -> str:
+        user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        if '"candidates"' in user and re.search(r"道 D", user):
+            return "抱歉，这一道我写不出来。"
+        return scripted(request)
+
+    root = tmp_path / "qinghe"
+    (root / "docs").mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy(REPO / "examples" / "zh-kb" / "docs" / name, root / "docs" / name)
+    config = '[project]\ncorpus = "docs"\ngolden = "golden.jsonl"\n\n[eval]\njudge = "openai:qwen-test"\n'
+    (root / "ragtrack.toml").write_text(config, "utf-8")
+    with FakeOpenAIServer(reply=reply) as server:
+        env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-init-0000"}
+        result = CliRunner().invoke(main, ["init", str(root)], env=env, catch_exceptions=False)
+        asked = [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in server.log.requests]
+    assert result.exit_code == 0, result.output
+    assert "example questions: A, B, C by openai:qwen-test; D by the offline templates (the LLM: type D: " in (
+        result.output
+    )
+    proposing = [u for u in asked if '"candidates"' in u]
+    assert len(proposing) == 5  # one per type, and D's repair round
+    items = {i.type: i for i in load_golden(root / "golden.jsonl", load_config(root).load_corpus()).items}
+    assert items["A"].question == "网关 Pro 从哪个版本开始支持 Matter？"
+    assert all("example" in items[t].tags and "template" not in items[t].tags for t in "ABC")
+    assert items["D"].tags == ("template",) and all(i.gt_answer for i in items.values())
+    assert len([u for u in asked if '{"answer"' in u]) == 4  # the LLM answered every example
+    golden = load_golden(root / "golden.jsonl", load_config(root).load_corpus())
+    assert "all 4 items are the examples `ragtrack init` wrote (tag 'example' or 'template')" in (
+        example_caution(golden) or ""
+    )
+    assert "sk-test-init-0000" not in "".join(p.read_text("utf-8", "ignore") for p in root.rglob("*.jsonl"))

@@ -187,27 +187,30 @@ def ppi_data(seed=3, n=30, big=200):
 
 
 def test_ppi_against_ppi_py():
-    """The authors' ppi_py: the same point estimate at a given λ, the same untuned variance (theirs has
-    ddof 0; ours the cluster factor C/(C−1), each item its own), and nearly the same tuned λ."""
+    """The authors' ppi_py: the same point estimate at a given λ, the same untuned variance up to each
+    group's n − 1 (theirs divides both the rectifier's and the unlabelled judge's variance by n and N;
+    our CR2 sums, each item its own cluster, by n − 1 and N − 1), and nearly the same tuned λ."""
     ppi_py = pytest.importorskip("ppi_py")
     fu, f, y = ppi_data()
+    n, big = len(y), len(fu)
     for lam in (1.0, 0.6):
         ours = ppi_mean(fu, f, y, lam=lam)
         assert ours.estimate == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, f, fu, lam=lam)[0]))
-    plain = ppi_mean(fu, f, y, lam=1.0)
-    low, high = ppi_py.ppi_mean_ci(y, f, fu, alpha=0.05, lam=1.0)
-    z_half = (float(high[0]) - float(low[0])) / 2
-    c = len(y) + len(fu)
-    assert plain.se * math.sqrt((c - 1) / c) == pytest.approx(z_half / sps.norm.ppf(0.975))
-    assert plain.ci_high - plain.estimate == pytest.approx(sps.t.ppf(0.975, len(y) - 1) * plain.se)
+        low, high = ppi_py.ppi_mean_ci(y, f, fu, alpha=0.05, lam=lam)
+        theirs = (float(high[0]) - float(low[0])) / 2 / sps.norm.ppf(0.975)
+        rectifier, judge = np.var(y - lam * f) / n, np.var(lam * fu) / big
+        assert theirs**2 == pytest.approx(rectifier + judge)
+        assert ours.se**2 == pytest.approx(rectifier * n / (n - 1) + judge * big / (big - 1))
+        assert ours.ci_high - ours.estimate == pytest.approx(sps.t.ppf(0.975, n - 1) * ours.se)
     tuned = ppi_mean(fu, f, y)
     theirs = ppi_py.ppi_mean_pointestimate(y, f, fu)
     assert tuned.estimate == pytest.approx(float(theirs[0]), abs=0.05)
-    assert tuned.df == len(y) - 2  # one df for the fitted λ
+    assert tuned.df == n - 2  # one df for the fitted λ
 
 
 def test_ppi_is_never_wider_than_the_labels_alone():
-    """A judge unrelated to the labels: plain PPI is wider than the labels alone; the tuned one is not."""
+    """A judge unrelated to the labels: plain PPI is wider than the labels alone; the tuned one is not,
+    and the labels alone's interval is the one-sample t interval of the labels (scipy's)."""
     rng = np.random.default_rng(9)
     y = rng.integers(1, 6, 20).astype(float)
     f, fu = rng.integers(1, 6, 20).astype(float), rng.integers(1, 6, 40).astype(float)
@@ -215,6 +218,32 @@ def test_ppi_is_never_wider_than_the_labels_alone():
     alone = tuned.labels_only[1] - tuned.labels_only[0]
     assert plain.se > tuned.se and tuned.ci_high - tuned.ci_low <= alone + 1e-12
     assert 0 <= tuned.lam < 0.5
+    theirs = sps.ttest_1samp(y, 0).confidence_interval(0.95)
+    assert tuned.labels_only == pytest.approx((theirs.low, theirs.high))
+
+
+def test_tuned_ppi_is_a_control_variate_regression_over_clusters():
+    """With λ fitted on the same clusters, the estimate is C times the intercept of the clusters' labelled
+    human sums regressed on their judge gaps (equal clusters: 3 labelled and 3 unlabelled items each),
+    and its interval that regression's: the intercept's standard error (scipy's linregress: residuals
+    over C − 2, the slope's own spread included) and t with C − 2 degrees of freedom."""
+    rng = np.random.default_rng(1)
+    c, per = 8, 3
+    truth = np.repeat(rng.normal(0, 0.3, c), per) + rng.normal(0, 0.8, c * per)
+    y = np.rint(3 + truth)
+    f = np.rint(3.4 + truth + rng.normal(0, 0.3, c * per))
+    fu = np.rint(3.4 + np.repeat(rng.normal(0, 0.3, c), per) + rng.normal(0, 0.8, c * per))
+    where = np.repeat(np.arange(c), per)
+    est = ppi_mean(fu, f, y, clusters_unlabelled=where, clusters_labelled=where)
+    n = y.size
+    sums = np.bincount(where, weights=y / n)
+    gaps = np.bincount(where, weights=f / n) - np.bincount(where, weights=fu / n)
+    fit = sps.linregress(gaps, sums)
+    assert 0 < est.lam < 1 and est.lam == pytest.approx(fit.slope)
+    assert est.estimate == pytest.approx(c * fit.intercept)
+    assert est.df == c - 2 and est.se == pytest.approx(c * fit.intercept_stderr)
+    assert est.ci_high - est.estimate == pytest.approx(sps.t.ppf(0.975, c - 2) * est.se)
+    assert est.ci_high - est.ci_low < est.labels_only[1] - est.labels_only[0]
 
 
 def test_ppi_clusters_and_minimum_labels():

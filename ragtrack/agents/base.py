@@ -277,8 +277,9 @@ class ExternalAgent(BaseAgent):
         """A workflow node as a stage of the item's trace, its retrieved segments mapped to passages."""
         contexts = tuple(self.mapper.map(c) for c in node.contexts or [])
         outputs = {k: redact(v) if isinstance(v, str) else v for k, v in node.outputs.items()}
-        described = {**node.describe(), **({"role": role[0], "role_from": role[1]} if role else {})}
-        return Stage(node.title, node.kind, node.start_ns, node.end_ns, node.inputs, outputs, contexts, described)
+        return Stage(
+            node.title, node.kind, node.start_ns, node.end_ns, node.inputs, outputs, contexts, node.described(role)
+        )
 
     def describe(self) -> dict[str, str]:
         """Params every external version logs: how contexts are mapped, and the declared prompt's hash."""

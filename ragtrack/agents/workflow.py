@@ -80,6 +80,10 @@ class Node:
             "tokens": self.tokens,
         }
 
+    def described(self, role: tuple[str, str] | None) -> dict[str, Any]:
+        """What a stage says of its node: :meth:`describe` and the role it plays, with why."""
+        return {**self.describe(), **({"role": role[0], "role_from": role[1]} if role else {})}
+
     def to_json(self) -> dict:
         return asdict(self)
 

@@ -359,7 +359,7 @@ def answer_golden(
     language = language or golden.language
     client = make_llm(llm, inputs.config, use_cache=use_cache)
     step = AnswerStep("golden.answer", load_prompt("answer", language), max_tokens=1024, json_schema=ANSWER_SCHEMA)
-    results = client.map(step, [AnswerInput(i.question, _gt(i, corpus), language) for i in todo])
+    results = client.map(step, [AnswerInput(i.question, _gt(i, corpus), language, i.history) for i in todo])
     replace, failed = {}, {}
     for item, result in zip(todo, results, strict=True):
         if result.ok:
@@ -431,7 +431,7 @@ def audit_golden(
     verdicts = dict(
         zip(
             [i.id for i in todo],
-            client.map(step, [AuditInput(i.question, i.gt_answer, _gt(i, corpus), language) for i in todo]),
+            client.map(step, [AuditInput(i.question, i.gt_answer, _gt(i, corpus), language, i.history) for i in todo]),
             strict=True,
         )
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragtrack.caches import CACHE_KINDS, Entry, entries, prune
-from ragtrack.config import CONFIG_FILE, load_config
+from ragtrack.config import CONFIG_FILE, llm_name_problem, load_config
 from ragtrack.errors import RagtrackError, corpus_warning_lines
 from ragtrack.files import atomic_write_text
 from ragtrack.heartbeat import heartbeat
@@ -27,10 +27,24 @@ class InitReport:
     written: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # files that existed and were left alone
     example_types: list[str] = field(default_factory=list)  # question types of the example golden items
+    llm: str = "offline"  # what was asked to write the examples (offline: the templates)
+    llm_types: list[str] = field(default_factory=list)  # of the example types, those the LLM wrote
+    llm_failure: str = ""  # why the LLM wrote no usable example of the other types
     notes: list[str] = field(default_factory=list)
     passages: int = 0
     documents: int = 0
     corpus_warnings: list[str] = field(default_factory=list)
+
+    @property
+    def examples(self) -> str:
+        """Who wrote the example questions, as init prints it: the LLM, the offline templates, or both."""
+        if self.llm == "offline":
+            return f"example questions ({', '.join(self.example_types)}) by the offline templates"
+        said = f"example questions: {', '.join(self.llm_types) or 'none'} by {self.llm}"
+        if rest := [t for t in self.example_types if t not in self.llm_types]:
+            why = f" (the LLM: {self.llm_failure})" if self.llm_failure else ""
+            said += f"; {', '.join(rest)} by the offline templates{why}"
+        return said
 
 
 def init_project(
@@ -38,6 +52,7 @@ def init_project(
     *,
     language: str | None = None,
     corpus: str | None = None,
+    llm: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> InitReport:
     """Scaffold a project in ``directory``: ragtrack.toml, pipelines/ v1–v5 with prompts in the corpus's
@@ -45,7 +60,10 @@ def init_project(
     README stub with the next commands and a .gitignore. Files that exist are never overwritten.
 
     ``corpus`` is a folder of .md/.txt files or a passage file (default: ``docs/``, created empty when
-    missing); ``language`` (``en``/``zh``) defaults to the corpus's.
+    missing); ``language`` (``en``/``zh``) defaults to the corpus's. ``llm`` writes and answers the
+    example questions (default: the ``[eval] judge`` of a ragtrack.toml that was already there, else
+    offline); a type it writes no usable question of gets the offline templates' (see
+    :attr:`InitReport.examples`).
     """
     from ragtrack.spec import BUILTIN_VERSIONS, builtin_dir, builtin_set
 
@@ -56,6 +74,9 @@ def init_project(
         raise RagtrackError(f"{corpus_path}: corpus not found (a folder of .md/.txt files or a .jsonl passage file)")
     if language is not None and language not in LANGUAGES:
         raise RagtrackError(f"unknown language {language!r}; expected one of: {', '.join(LANGUAGES)}")
+    profiles = load_config(root).profiles if (root / CONFIG_FILE).is_file() else {}
+    if llm is not None and (problem := llm_name_problem(llm, profiles)):
+        raise RagtrackError(f"--llm: {problem}")  # a typo is said now, not as a fallback to the templates
     say = progress or (lambda _: None)
     if corpus_path.exists():
         say(f"reading the corpus {corpus_path}")
@@ -94,6 +115,7 @@ def init_project(
             "(`ragtrack golden propose --doc …`, see the README stub)"
         )
     else:
+        report.llm = llm or load_config(root).eval.judge
         _example_golden(report, loaded, say)
     # The user's own README stays theirs: the stub then goes beside it.
     existing = root / "README.md"
@@ -129,26 +151,55 @@ def _write(report: InitReport, relative: str, text: str) -> None:
 
 
 def _example_golden(report: InitReport, corpus, say: Callable[[str], None]) -> None:
-    """One example item per type, proposed from the corpus by the offline template proposer, accepted and
-    answered extractively: the real golden-set SOP, run without a model, so eval works at once."""
+    """One example item per type, proposed from the corpus — by ``report.llm`` when it names one, by the
+    offline templates for what it does not write — accepted and answered: the real golden-set SOP, so
+    eval works at once."""
     from ragtrack.api.golden import accept_candidates, answer_golden, propose
-    from ragtrack.golden import TYPES
+    from ragtrack.authoring.candidates import read_candidates, write_candidates
+    from ragtrack.golden import EXAMPLE_TAG, TYPES
 
-    # The documents with the most passages give the templates the most to work with.
-    docs = sorted(corpus.documents.values(), key=lambda d: (-len(d.passages), d.id))[:4]
+    # The documents with the most passages give the proposer the most to work with.
+    docs = [d.id for d in sorted(corpus.documents.values(), key=lambda d: (-len(d.passages), d.id))[:4]]
     candidates = report.root / ".ragtrack" / "init-candidates.jsonl"
     candidates.unlink(missing_ok=True)
-    say(f"writing the example golden set: questions from the {len(docs)} largest documents (offline templates)")
-    with heartbeat(say, "writing the example questions"):
-        proposed = propose([d.id for d in docs], n=1, llm="offline", out=str(candidates), root=report.root)
-    picked = {}
-    for c in proposed.added:
-        picked.setdefault(c.type, c.id)
+    by_llm: set[str] = set()  # candidate IDs the LLM wrote
+    failures: list[str] = []  # why it wrote no usable question of a type
+    if report.llm != "offline":
+        say(f"writing the example golden set: questions from the {len(docs)} largest documents with {report.llm}")
+        try:
+            with heartbeat(say, "writing the example questions"):
+                asked = propose(docs, n=1, llm=report.llm, out=str(candidates), root=report.root)
+            by_llm = {c.id for c in asked.added}
+            failures = [f"type {t}: {why}" for t, why in asked.failed.items()]
+        except RagtrackError as e:  # the LLM's settings, or documents too large for one prompt
+            failures = [str(e)]
+    picked = _one_per_type(read_candidates(candidates), corpus)
+    unfit = sorted({c.type for _, c in read_candidates(candidates)} - set(picked))
+    failures += [f"type {t}: its GT passages do not fit the type" for t in unfit]
+    if len(picked) < len(TYPES):
+        say(
+            f"writing the example golden set: questions from the {len(docs)} largest documents (offline templates)"
+            if report.llm == "offline"
+            else f"offline templates for the type(s) {report.llm} wrote no usable question of"
+        )
+        with heartbeat(say, "writing the example questions"):
+            propose(docs, n=1, llm="offline", out=str(candidates), root=report.root)
+        picked = _one_per_type(read_candidates(candidates), corpus)  # the LLM's first, as the file lists them
+    report.llm_types = [t for t in TYPES if t in picked and picked[t] in by_llm]
+    report.llm_failure = "; ".join(failures)
     if picked:
+        tagged = [c.model_copy(update={"tags": (*c.tags, EXAMPLE_TAG)}) if c.id in by_llm else c
+                  for _, c in read_candidates(candidates)]  # fmt: skip
+        write_candidates(candidates, tagged)  # so that eval still says the set is init's examples
         accept_candidates(item_ids=list(picked.values()), candidates_path=str(candidates), root=report.root)
-        say(f"answering the {len(picked)} example questions from their passages")
+        say(
+            f"answering the {len(picked)} example questions from their passages"
+            + (f" with {report.llm}" if report.llm_types else "")
+        )
         with heartbeat(say, "answering the example questions"):
-            answer_golden(root=report.root)
+            if report.llm_types:
+                answer_golden(llm=report.llm, root=report.root)
+            answer_golden(root=report.root)  # offline: what the LLM left unanswered, or all of them
         report.written.append(GOLDEN_FILE)
     candidates.unlink(missing_ok=True)
     report.example_types = [t for t in TYPES if t in picked]
@@ -159,6 +210,23 @@ def _example_golden(report: InitReport, corpus, say: Callable[[str], None]) -> N
             "(B needs a section with subsections, C and D two documents that share distinctive words); "
             "write those items yourself"
         )
+
+
+def _one_per_type(candidates: list, corpus) -> dict[str, str]:
+    """Type → the first candidate of it whose GT fits the type (an LLM's may not; accept would refuse it)."""
+    from pydantic import ValidationError
+
+    from ragtrack.golden import GoldenItem, shape_problems
+
+    picked: dict[str, str] = {}
+    for _, c in candidates:
+        try:
+            item = GoldenItem.model_validate(c.golden_fields())
+        except ValidationError:
+            continue
+        if c.type not in picked and not shape_problems(item, corpus):
+            picked[c.type] = c.id
+    return picked
 
 
 def _config_text(corpus: str, language: str) -> str:
@@ -185,12 +253,24 @@ def _readme_text(report: InitReport) -> str:
     zh = report.language == "zh"
     types = ", ".join(report.example_types) or ("无" if zh else "none")
     if zh:
+        by = (
+            f" {report.llm}（类型 {', '.join(report.llm_types)}，带 `example` 标签）和离线模板"
+            if report.llm_types
+            else "离线模板"
+        )
+    else:
+        by = (
+            f"{report.llm} (types {', '.join(report.llm_types)}, tagged `example`) and the offline templates"
+            if report.llm_types
+            else "the offline templates"
+        )
+    if zh:
         return f"""# ragtrack 评测项目
 
 由 `ragtrack init` 生成。知识库：`{report.corpus}`；黄金集：`{GOLDEN_FILE}`；版本：`pipelines/v1.toml` … `v5.toml`
 （内置方案 `{report.spec_set}`，提示词在 `pipelines/prompts/zh/`）。
 
-`{GOLDEN_FILE}` 里是离线模板自动生成的示例题（类型 {types}，带 `template` 标签），只用来跑通流程：
+`{GOLDEN_FILE}` 里是{by}自动生成的示例题（类型 {types}，模板题带 `template` 标签），只用来跑通流程：
 请换成你自己的真实问题，每题写明最小充分的 GT 段落 ID。
 
 接下来：
@@ -216,7 +296,7 @@ def _readme_text(report: InitReport) -> str:
 Written by `ragtrack init`. Corpus: `{report.corpus}`; golden set: `{GOLDEN_FILE}`; versions:
 `pipelines/v1.toml` … `v5.toml` (built-in set `{report.spec_set}`, prompts in `pipelines/prompts/en/`).
 
-`{GOLDEN_FILE}` holds example items written by the offline templates (types {types}, tagged
+`{GOLDEN_FILE}` holds example items written by {by} (types {types}; a template's is tagged
 `template`) so that every command works at once: replace them with your own questions, each with the
 minimal sufficient set of GT passage IDs.
 

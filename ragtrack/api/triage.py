@@ -111,7 +111,8 @@ def triage_logs(
     """Rank the pulled messages' bad cases (see :mod:`ragtrack.production.triage`).
 
     Messages without a dislike are judged by groundedness and relevance at ``sample_rate`` (by a hash of
-    each message, so the same ones every time); ``on_cost`` hears what that costs before the first call.
+    each message, so the same ones every time), and every disliked workflow run (to name its failing
+    node); ``on_cost`` hears what that costs before the first call.
     Clusters close to a golden item's question (``coverage``) are marked as covered by it. Questions at
     least ``similarity`` alike are one cluster (None: the question space's default threshold).
     """
@@ -130,7 +131,15 @@ def triage_logs(
     messages, experiment, _ = read_production(config, tracking_uri, source=source, app=app, since=since, until=until)
     progress(f"read {len(messages)} production messages from {experiment}")
     panel, llm = reference_free_panel(judge, config, corpus.language, use_cache)
-    sample = sorted((m for m in messages if m.rating != "dislike" and in_sample(m, sample_rate)), key=sample_point)
+    # A disliked workflow run is judged too: whether its generation node was grounded names the node.
+    sample = sorted(
+        (
+            m
+            for m in messages
+            if (m.rating != "dislike" and in_sample(m, sample_rate)) or (m.stages and m.rating == "dislike")
+        ),
+        key=sample_point,
+    )
     cost = judging_cost(sample, panel, llm)
     on_cost(cost)
     judging = judge_messages(sample, panel, cost, progress=progress)

@@ -20,9 +20,13 @@ import re
 from collections.abc import Sequence
 from importlib import resources
 
+from ragtrack.agent import transcript
 from ragtrack.corpus import Passage
+from ragtrack.golden import Turn
+from ragtrack.text import render
 
-TASKS = ("propose", "answer", "audit")
+# The three LLM tasks, and the part the answer and audit prompts add for a follow-up.
+PROMPTS = ("propose", "answer", "audit", "conversation")
 LANGUAGES = ("en", "zh")
 PASSAGE_CHARS = 1500  # a prompt shows at most this much of one passage
 PROMPT_CHARS = 40_000  # the proposer's passages: beyond this, ask for fewer documents rather than cut silently
@@ -30,9 +34,18 @@ _LABEL = re.compile(r"(?<![A-Za-z0-9])P(\d+)(?![0-9])")
 
 
 def load_prompt(task: str, language: str) -> str:
-    if task not in TASKS or language not in LANGUAGES:
+    if task not in PROMPTS or language not in LANGUAGES:
         raise ValueError(f"no {task!r} prompt in {language!r}")
     return resources.files("ragtrack.authoring").joinpath(f"prompts/{language}/{task}.md").read_text("utf-8")
+
+
+def conversation(history: Sequence[Turn], language: str) -> str:
+    """A follow-up's earlier turns as the answer and audit prompts show them, before the question
+    (their ``{{history}}`` slot); "" for a lone question, whose prompt — and so its cached reply —
+    stays what it was before items had history."""
+    if not history:
+        return ""
+    return render(load_prompt("conversation", language), turns=transcript(history)).strip() + "\n\n"
 
 
 def label(n: int) -> str:

@@ -4,15 +4,17 @@ With an LLM, the answer's structure follows the material (one fact, steps, a
 comparison, a chain of clues) and holds only facts from the passages. Offline,
 the answer is *extractive*: from each GT passage, the sentences that share the
 most with the question, in passage order — faithful by construction, not fused,
-and the command says so.
+and the command says so. A follow-up's earlier turns go before the question (the
+offline answer does not read them: its sentences come from the passages).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragtrack.authoring import labelled_passages
+from ragtrack.authoring import conversation, labelled_passages
 from ragtrack.corpus import Passage
+from ragtrack.golden import Turn
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.jsonparse import extract_json
 from ragtrack.text import chat_messages, join_sentences, overlap_units
@@ -30,6 +32,7 @@ class AnswerInput:
     question: str
     passages: tuple[Passage, ...]
     language: str
+    history: tuple[Turn, ...] = ()  # a follow-up's earlier turns
 
 
 def parse_answer(text: str) -> str:
@@ -62,7 +65,12 @@ class AnswerStep(Step[AnswerInput, str]):
     """The GT answer from the GT passages; offline, extracted from them."""
 
     def messages(self, inp: AnswerInput) -> list[dict[str, str]]:
-        return chat_messages(self.prompt, question=inp.question, passages=labelled_passages(inp.passages))
+        return chat_messages(
+            self.prompt,
+            question=inp.question,
+            passages=labelled_passages(inp.passages),
+            history=conversation(inp.history, inp.language),
+        )
 
     def parse(self, text: str) -> str:
         return parse_answer(text)

@@ -13,6 +13,9 @@ GT passage, and a passage counts as needed when it supports at least half of
 some sentence. It cannot see paraphrase, and it cannot judge sufficiency; it
 also checks that the GT fits the item's type (A one passage, B one document,
 C and D two or more passages).
+
+The LLM auditor reads a follow-up with its earlier turns before the question;
+the lexical audit compares the answer with the passages only.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ragtrack.authoring import label, labelled_passages, resolve_labels
+from ragtrack.authoring import conversation, label, labelled_passages, resolve_labels
 from ragtrack.corpus import Passage
 from ragtrack.evaluation.heuristics import sentence_support
+from ragtrack.golden import Turn
 from ragtrack.llm.base import ParseError, Step
 from ragtrack.llm.jsonparse import extract_json
 from ragtrack.text import chat_messages, overlap_units, split_sentences
@@ -63,6 +67,7 @@ class AuditInput:
     answer: str
     passages: tuple[Passage, ...]
     language: str
+    history: tuple[Turn, ...] = ()  # a follow-up's earlier turns
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,11 @@ class AuditStep(Step[AuditInput, AuditVerdict]):
 
     def messages(self, inp: AuditInput) -> list[dict[str, str]]:
         return chat_messages(
-            self.prompt, question=inp.question, answer=inp.answer, passages=labelled_passages(inp.passages)
+            self.prompt,
+            question=inp.question,
+            answer=inp.answer,
+            passages=labelled_passages(inp.passages),
+            history=conversation(inp.history, inp.language),
         )
 
     def parse(self, text: str) -> AuditVerdict:

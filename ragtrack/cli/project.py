@@ -7,7 +7,7 @@ import shlex
 import click
 
 from ragtrack.caches import CACHE_KINDS
-from ragtrack.cli import console, err, main, project_root, warn
+from ragtrack.cli import LLM_HELP, console, err, main, project_root, warn
 from ragtrack.cli.serve import supervise
 
 
@@ -26,7 +26,12 @@ from ragtrack.cli.serve import supervise
     help="Your documents: a folder of .md/.markdown/.txt files or a .jsonl/.json passage file "
     "(default: DIRECTORY/docs).",
 )
-def init(directory, language, corpus_path):
+@click.option(
+    "--llm",
+    help="LLM that writes and answers the example questions (default: the [eval] judge of a ragtrack.toml "
+    "already in DIRECTORY, else offline templates; a type it writes nothing usable of gets a template): " + LLM_HELP,
+)
+def init(directory, language, corpus_path, llm):
     """Start a project in DIRECTORY (default: this folder): ragtrack.toml, pipelines/ v1-v5 with
     prompts in your language, an example golden set with one item per type taken from your
     documents, and a README with the next commands. Existing files are kept.
@@ -41,6 +46,7 @@ def init(directory, language, corpus_path):
         directory,
         language=language,
         corpus=corpus_path,
+        llm=llm,
         progress=lambda line: err.print(f"[dim]{line}[/]", highlight=False),
     )
     console.print(
@@ -52,6 +58,8 @@ def init(directory, language, corpus_path):
         console.print(f"  wrote {name}", highlight=False)
     for name in report.kept:
         console.print(f"  [dim]kept {name} (already there)[/]", highlight=False)
+    if report.example_types:
+        console.print(f"  {report.examples}", highlight=False)
     for w in report.corpus_warnings[:8]:
         warn(w, "corpus warning")
     if len(report.corpus_warnings) > 8:

@@ -111,6 +111,11 @@ NODE: Registry[Metric] = Registry(
         "node/rewrite_retention": Metric(
             "node/rewrite_retention", "share of must_keep terms the rewrite node kept", node="retention"
         ),
+        "node/rewrite_fidelity": Metric(
+            "node/rewrite_fidelity",
+            "rewrite-fidelity verdict (0-1) on items without must_keep terms",
+            node="fidelity",
+        ),
         "node/generation_groundedness": Metric(
             "node/generation_groundedness",
             "groundedness (0-1) of the generation node's answer in the contexts it received",

@@ -10,6 +10,9 @@ the nodes should do (``intent``, ``must_keep``). Per run:
   chose that class (``class_name``), with a per-class confusion table;
 * **rewrite retention** — the share of ``must_keep`` terms the rewrite's
   output still holds (case-folded substring), averaged over items with terms;
+* **rewrite fidelity** — on items without ``must_keep``, the rewrite-fidelity
+  judge's verdict (0–1) on the rewritten query against the question
+  (:mod:`ragtrack.evaluation.rewrite_judge`);
 * **retrieval per node and for their union** — context recall and hit rate of
   each retrieval node's own contexts, and of every node's together (the
   item's contexts: its ordinary retrieval metrics);
@@ -19,9 +22,10 @@ the nodes should do (``intent``, ``must_keep``). Per run:
 * each node's **latency** (``elapsed_s``) and **tokens**, by title.
 
 The first failing node of an item, in flow order: the rewrite lost a
-must-keep term → the intent node chose the wrong class → retrieval brought no
-GT passage (hit rate 0) → the generation was unfaithful (groundedness below
-3 of 5) or wrong (correctness below 3 of 5); a node that failed outright
+must-keep term (without terms: its fidelity was judged below 3 of 5) → the
+intent node chose the wrong class → retrieval brought no GT passage (hit rate
+0) → the generation was unfaithful (groundedness below 3 of 5) or wrong
+(correctness below 3 of 5); a node that failed outright
 (status failed) is its role's failure. Everything here is a pure function of
 the records.
 """
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from typing import Protocol
 
 from ragtrack.agent import FLOW
 from ragtrack.evaluation.retrieval_metrics import mean, retrieval_scores
@@ -39,14 +44,31 @@ PASS_SCORE = 3  # a judge verdict below this (of 5) fails the generation
 NODE_PREFIX = "node/"
 INTENT_ACCURACY = "node/intent_accuracy"
 REWRITE_RETENTION = "node/rewrite_retention"
+REWRITE_FIDELITY = "node/rewrite_fidelity"
 GENERATION_GROUNDEDNESS = "node/generation_groundedness"
 UNION = "union"
 #: Node metrics where higher is better (compare and promote pair them; guards name them).
-QUALITY = ("intent_accuracy", "rewrite_retention", "generation_groundedness")
+QUALITY = ("intent_accuracy", "rewrite_retention", "rewrite_fidelity", "generation_groundedness")
 
 
-def role_stages(record: ItemRecord, role: str) -> list[StageRecord]:
+class Staged(Protocol):
+    """A record with a workflow's stages: an eval's item, or a production message."""
+
+    stages: list[StageRecord]
+
+
+def role_stages(record: Staged, role: str) -> list[StageRecord]:
     return [s for s in record.stages if s.node.get("role") == role]
+
+
+def ran_retrievals(record: Staged) -> list[StageRecord]:
+    """The retrieval nodes that did their work (an empty result is work done: it found nothing)."""
+    return [s for s in role_stages(record, "retrieval") if not _failed(s)]
+
+
+def has_generation(record: Staged) -> bool:
+    """Whether a workflow's generation node answered (a pipeline's generate step has no node type)."""
+    return any("type" in s.node and not _failed(s) for s in role_stages(record, "generation"))
 
 
 def _failed(stage: StageRecord) -> bool:
@@ -71,7 +93,18 @@ def retention(record: ItemRecord) -> float | None:
     return sum(1 for t in record.must_keep if t.casefold() in text) / len(record.must_keep)
 
 
-def predicted_intent(record: ItemRecord) -> str | None:
+def fidelity(record: ItemRecord) -> float | None:
+    """The rewrite-fidelity verdict (0–1) on an item without ``must_keep`` (None: not judged)."""
+    if record.must_keep:
+        return None
+    for s in role_stages(record, "rewrite"):
+        score = s.node.get("fidelity")
+        if not _failed(s) and isinstance(score, int | float) and not isinstance(score, bool):
+            return (score - 1) / 4
+    return None
+
+
+def predicted_intent(record: Staged) -> str | None:
     """The class the intent node chose (None: no intent node finished)."""
     for s in role_stages(record, "intent"):
         if not _failed(s):
@@ -90,7 +123,7 @@ def generation_grounded(record: ItemRecord) -> float | None:
     """The groundedness verdict (0-1) on the answer of an item with a workflow's generation node (a
     pipeline's generate step would repeat ``norm/groundedness``, one more test in the compared family)."""
     verdict = record.judges.get("groundedness")
-    if not any("type" in s.node for s in role_stages(record, "generation")) or verdict is None:
+    if not has_generation(record) or verdict is None:
         return None
     return verdict.normalized
 
@@ -106,13 +139,20 @@ def _judge_below(record: ItemRecord, judge: str) -> bool:
     return verdict is not None and verdict.score is not None and verdict.score < PASS_SCORE
 
 
-def first_failing(record: ItemRecord) -> str:
-    """The first role, in flow order, that failed the item ("" when none did)."""
+def first_failing(record: ItemRecord, *, unreferenced: bool = False) -> str:
+    """The first role, in flow order, that failed the item ("" when none did). ``unreferenced``: a
+    record with no GT to score retrieval by (a production message), whose retrieval fails when every
+    retrieval node that ran found nothing (with GT, that is a hit rate of 0 already)."""
     failed_roles = {s.node.get("role") for s in record.stages if _failed(s)}
     for role in FLOW:
         if role in failed_roles:
             return role
+        ran = ran_retrievals(record) if role == "retrieval" and unreferenced else []
+        if ran and not any(s.contexts for s in ran):
+            return role
         if role == "rewrite" and (kept := retention(record)) is not None and kept < 1:
+            return role
+        if role == "rewrite" and (faithful := fidelity(record)) is not None and faithful < (PASS_SCORE - 1) / 4:
             return role
         chosen = predicted_intent(record) if role == "intent" and record.intent else None
         if chosen is not None and chosen != record.intent:
@@ -155,10 +195,13 @@ def node_metrics(records: list[ItemRecord]) -> dict[str, float]:
     if (value := mean(retention(r) for r in records)) is not None:
         out[REWRITE_RETENTION] = value
         out["node/counts/rewrite"] = float(sum(1 for r in records if retention(r) is not None))
+    if (value := mean(fidelity(r) for r in records)) is not None:
+        out[REWRITE_FIDELITY] = value
+        out["node/counts/rewrite_fidelity"] = float(sum(1 for r in records if fidelity(r) is not None))
     per_node: dict[str, list[dict[str, float | None]]] = defaultdict(list)
     union: list[dict[str, float | None]] = []
     for r in records:
-        ran = [s for s in role_stages(r, "retrieval") if not _failed(s)]
+        ran = ran_retrievals(r)
         for s in ran:
             per_node[metric_name(s.name)].append(node_retrieval(r, s))
         if ran and r.retrieval:
@@ -170,9 +213,9 @@ def node_metrics(records: list[ItemRecord]) -> dict[str, float]:
         out[f"node/retrieval/{title}/items"] = float(len(scores))
         out[f"node/retrieval/{title}/empty_rate"] = 0.0  # filled below from the contexts
     for r in records:
-        for s in role_stages(r, "retrieval"):
+        for s in ran_retrievals(r):
             key = f"node/retrieval/{metric_name(s.name)}/empty_rate"
-            if key in out and not _failed(s) and not s.contexts:
+            if not s.contexts:
                 out[key] += 1 / len(per_node[metric_name(s.name)])
     for name in ("context_recall", "hit_rate"):
         if (value := mean(x.get(name) for x in union)) is not None:

@@ -25,10 +25,13 @@ from typing import IO
 from ragtrack.agent import Agent, AgentOutput, answer_timed
 from ragtrack.errors import RagtrackError
 from ragtrack.evaluation.judges import JudgePanel
+from ragtrack.evaluation.rewrite_judge import FidelityVerdict
 from ragtrack.evaluation.scoring import (
     SupportVerdicts,
+    check_fidelity,
     check_support,
     citation_check,
+    fidelity_input,
     item_record,
     judge_input,
     judges_for,
@@ -219,6 +222,7 @@ class _Item:
     verdicts: dict[str, JudgeRecord] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
     support: SupportVerdicts | None = None  # the judge's reading of cited sentences the IDs left open
+    fidelity: FidelityVerdict | None = None  # the rewrite-fidelity judge's verdict (items without must_keep)
     waiting: int = 0  # judge calls not back yet
 
 
@@ -260,10 +264,16 @@ def _pipeline(
                     if (check := citation_check(work.item, result)) and check.asks:
                         judging[judges.submit(check_support, panel, check)] = work
                         work.waiting += 1
+                    if rewrite := fidelity_input(work.item, result):
+                        judging[judges.submit(check_fidelity, panel, rewrite)] = work
+                        work.waiting += 1
                     if work.waiting:
                         continue
                 elif isinstance(result, SupportVerdicts):
                     work.support = result
+                    work.waiting -= 1
+                elif isinstance(result, FidelityVerdict):
+                    work.fidelity = result
                     work.waiting -= 1
                 else:
                     verdicts, usage = result
@@ -275,7 +285,8 @@ def _pipeline(
                     ordered = {name: work.verdicts[name] for name in panel.steps if name in work.verdicts}
                     k = agent.top_k or len(work.output.contexts)
                     latency = time.monotonic() - work.started
-                    finish(item_record(work.item, work.output, ordered, work.usage, k, latency, work.support))
+                    judged = (work.support, work.fidelity)
+                    finish(item_record(work.item, work.output, ordered, work.usage, k, latency, *judged))
             if stopped:  # the endpoint keeps failing: keep what finished, abandon what is in flight
                 break
         interrupted = False

@@ -10,14 +10,23 @@ uses the two halves: :func:`judge_input` and :func:`item_record`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from ragtrack.agent import AgentOutput, RetrievedContext, turns_json
 from ragtrack.citation_markers import cited_sentences
 from ragtrack.evaluation.citation_judge import SupportInput, judge_support
 from ragtrack.evaluation.citations import CitationScores, score_citations, support_rate
 from ragtrack.evaluation.judges import JUDGES, JudgeInput, JudgePanel
-from ragtrack.evaluation.nodes import first_failing
+from ragtrack.evaluation.nodes import first_failing, rewritten
 from ragtrack.evaluation.retrieval_metrics import retrieval_scores
+from ragtrack.evaluation.rewrite_judge import STEP as FIDELITY_STEP
+from ragtrack.evaluation.rewrite_judge import (
+    FidelityInput,
+    FidelityStep,
+    FidelityVerdict,
+    fidelity_step,
+    judge_fidelity,
+)
 from ragtrack.golden import GoldenItem
 from ragtrack.llm.accounting import Usage
 from ragtrack.records import ContextRecord, ItemRecord, JudgeRecord, StageRecord, passage_groups
@@ -41,6 +50,34 @@ class SupportVerdicts:
 
     verdicts: dict[int, bool]
     usage: Usage
+
+
+def fidelity_input(item: GoldenItem, output: AgentOutput) -> FidelityInput | None:
+    """The question and what the workflow's rewrite node made of it, for an item without ``must_keep``
+    terms (those check the rewrite exactly); None when there is nothing to judge."""
+    if item.must_keep:
+        return None
+    for s in output.stages:
+        if _workflow_rewrite(s.node):
+            text = rewritten(s)  # type: ignore[arg-type]  # a Stage has the outputs a StageRecord has
+            return FidelityInput(item.question, text) if text else None
+    return None
+
+
+def _workflow_rewrite(node: dict) -> bool:
+    """A workflow's rewrite node that ran (a pipeline's rewrite step has no node type)."""
+    return node.get("role") == "rewrite" and "type" in node and node.get("status") not in ("failed", "exception")
+
+
+@cache
+def _fidelity_step(language: str, max_tokens: int) -> FidelityStep:
+    return fidelity_step(language, max_tokens)
+
+
+def check_fidelity(panel: JudgePanel, inp: FidelityInput) -> FidelityVerdict:
+    """The rewrite-fidelity judge on one item, by the panel's model (or heuristic) in its language."""
+    max_tokens = max((s.max_tokens for s in panel.steps.values()), default=160)
+    return judge_fidelity(panel.llm, _fidelity_step(panel.language, max_tokens), inp)
 
 
 def citation_check(item: GoldenItem, output: AgentOutput) -> CitationCheck | None:
@@ -93,6 +130,7 @@ def item_record(
     k: int,
     latency_s: float = 0.0,
     support: SupportVerdicts | None = None,
+    fidelity: FidelityVerdict | None = None,
 ) -> ItemRecord:
     """The record of one item: its retrieval metrics and the judges' verdicts. Pure.
 
@@ -101,10 +139,13 @@ def item_record(
     does not push the GT passage it holds down the ranking. ``k`` is the cut-off of the
     rank metrics in units (the version's top_k). An output that did not report its
     retrieval gets no retrieval metrics (``retrieval`` stays empty). ``support``: the judge's verdicts
-    on cited sentences the IDs could not decide (:func:`check_support`).
+    on cited sentences the IDs could not decide (:func:`check_support`); ``fidelity``: the
+    rewrite-fidelity verdict (:func:`check_fidelity`), kept on the rewrite node's stage.
     """
     if support is not None:
         judge_usage = {**judge_usage, CITATION_SUPPORT: support.usage}
+    if fidelity is not None:
+        judge_usage = {**judge_usage, FIDELITY_STEP: fidelity.usage}
     record = ItemRecord(
         id=item.id,
         type=item.type,
@@ -126,12 +167,7 @@ def item_record(
         latency_s=round(latency_s, 3),
         gt_groups=[list(g) for g in item.gt_groups],
         usage={"agent": dict(output.usage), "judge": judge_usage},
-        stages=[
-            StageRecord(
-                s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, [_context(c) for c in s.contexts], s.node
-            )
-            for s in output.stages
-        ],
+        stages=_stages(output, fidelity),
         answered=output.answered,
         history=turns_json(item.history),
         cited_answer=output.cited_answer if output.cite_styles else "",
@@ -141,6 +177,19 @@ def item_record(
     )
     record.first_failing = first_failing(record)
     return record
+
+
+def _stages(output: AgentOutput, fidelity: FidelityVerdict | None) -> list[StageRecord]:
+    """The output's stages as records; the fidelity verdict on the first rewrite node that ran."""
+    out, verdict = [], fidelity.verdict if fidelity else None
+    for s in output.stages:
+        node = s.node
+        if verdict is not None and _workflow_rewrite(node):
+            said = {"fidelity": verdict.score, "fidelity_reason": verdict.reason}
+            node, verdict = {**node, **(said if verdict.error is None else {"fidelity_error": verdict.error})}, None
+        contexts = [_context(c) for c in s.contexts]
+        out.append(StageRecord(s.name, s.kind, s.start_ns, s.end_ns, s.inputs, s.outputs, contexts, node))
+    return out
 
 
 def judges_for(output: AgentOutput, panel: JudgePanel) -> tuple[str, ...]:
@@ -159,7 +208,8 @@ def score_item(item: GoldenItem, output: AgentOutput, panel: JudgePanel, k: int,
     verdicts, judge_usage = panel.judge(judge_input(item, output), names) if names else ({}, {})
     check = citation_check(item, output)
     support = check_support(panel, check) if check and check.asks else None
-    return item_record(item, output, verdicts, judge_usage, k, latency_s, support)
+    fidelity = check_fidelity(panel, inp) if (inp := fidelity_input(item, output)) else None
+    return item_record(item, output, verdicts, judge_usage, k, latency_s, support, fidelity)
 
 
 def _context(c: RetrievedContext) -> ContextRecord:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Literal
 
-from ragtrack.records import ContextRecord
+from ragtrack.records import ContextRecord, StageRecord
 
 Rating = Literal["like", "dislike"]
 #: The sources ``ragtrack logs pull --from`` knows (checked by the sources registry).
@@ -62,7 +62,9 @@ class ProductionMessage:
     ``(source, app, message_id)`` identifies a message across pulls: pulling again updates it (a rating
     changed since), never duplicates it. ``contexts`` are the app's retrieved segments, mapped to canonical
     passage IDs as an external agent's are (:mod:`ragtrack.agents.mapping`); an empty list means the app
-    reported no retrieval for it.
+    reported no retrieval for it. ``stages``: a workflow app's nodes as an eval records them (role,
+    status, outputs, each retrieval node's own contexts), so node metrics read production as they read
+    an eval (:mod:`ragtrack.evaluation.nodes`); empty for an app whose traces show no nodes.
     """
 
     message_id: str
@@ -79,6 +81,7 @@ class ProductionMessage:
     rated_at: str | None = None  # when the rating was given or last changed, ISO 8601
     coverage: Coverage = "all"  # what part of the app's traffic the pull that found it could see
     trace_id: str | None = None  # the MLflow trace holding it, once stored (set by the read side)
+    stages: list[StageRecord] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -93,4 +96,5 @@ class ProductionMessage:
         names = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in names}
         data["contexts"] = [ContextRecord(**c) for c in data.get("contexts", [])]
+        data["stages"] = [StageRecord.from_json(s) for s in data.get("stages", [])]
         return cls(**data)

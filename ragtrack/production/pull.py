@@ -30,11 +30,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ragtrack.agents.mapping import ContextMapper, PlatformContext
+from ragtrack.agents.workflow import Node
 from ragtrack.errors import RagtrackError
 from ragtrack.files import atomic_write_json, hold_lock, read_text, release_lock
 from ragtrack.production.messages import Coverage, ProductionMessage, hash_user
 from ragtrack.production.sources import PulledMessage, Source, UserFeedback
-from ragtrack.records import ContextRecord
+from ragtrack.records import ContextRecord, StageRecord
 from ragtrack.secrets import redact
 from ragtrack.tracking.production import ProductionLog, Stored, export_chunk
 
@@ -206,7 +207,36 @@ def _message(pulled: PulledMessage, source: Source, mapping: _Mapping, salt: str
         comment=redact(feedback.comment) if feedback and feedback.comment else None,
         rated_at=feedback.rated_at if feedback else None,
         coverage=source.coverage,
+        stages=_stages(pulled, mapping),
     )
+
+
+def _stages(pulled: PulledMessage, mapping: _Mapping) -> list[StageRecord]:
+    """A workflow run's nodes as the stages an eval records, with the roles the source gave them, each
+    retrieval node's contexts mapped, secrets out."""
+    roles = pulled.roles
+
+    def stage(n: Node) -> StageRecord:
+        contexts = [mapping(c) for c in n.contexts or []]
+        inputs, outputs = _redacted(n.inputs), _redacted(n.outputs)
+        described = n.described(roles.get(n.title))
+        if described.get("error"):
+            described["error"] = redact(described["error"])
+        return StageRecord(n.title, n.kind, n.start_ns, n.end_ns, inputs, outputs, contexts, described)
+
+    return [stage(n) for n in pulled.nodes]
+
+
+def _redacted(value):
+    """Every text in a node's inputs or outputs with secret values out, however deep (an LLM node's
+    inputs are its prompt messages, which may quote anything)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _changed(held: Stored, rating: str | None, comment: str | None) -> bool:

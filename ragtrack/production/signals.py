@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ragtrack.agents.workflow import FAILED
 from ragtrack.evaluation.judges import JudgeInput
+from ragtrack.evaluation.nodes import first_failing, ran_retrievals, role_stages
 from ragtrack.production.messages import ProductionMessage
 from ragtrack.production.thresholds import LOW_RETRIEVAL_SCORE
+from ragtrack.records import ItemRecord, JudgeRecord
 from ragtrack.text import is_refusal
 
 #: The judges that need no GT answer: what production traffic can be scored with.
@@ -39,6 +42,7 @@ class Signals:
     refused: bool
     low_retrieval: bool  # contexts came back, the best of them below the threshold
     judged: dict[str, int]  # judge → 1–5 score, for the judges that scored it (empty: not in the sample)
+    failing_node: str = ""  # a workflow run's first failing node, "title (role)" ("" none seen, or no nodes)
 
     @property
     def judged_bad(self) -> bool:
@@ -54,7 +58,38 @@ def signals(message: ProductionMessage, judged: dict[str, int] | None = None, lo
         refused=is_refusal(message.answer),
         low_retrieval=top is not None and top < low_score,
         judged=dict(judged or {}),
+        failing_node=failing_node(message, judged or {}),
     )
+
+
+def failing_node(message: ProductionMessage, judged: dict[str, int]) -> str:
+    """The first node of a workflow run that failed it, as ``title (role)`` ("" when none visibly did,
+    or the message has no nodes): :func:`~ragtrack.evaluation.nodes.first_failing` on what production
+    shows — a node that failed, every retrieval node finding nothing (there is no GT), a generation
+    judged below 3 — with no golden intent or must-keep terms to hold the rewrite and intent to."""
+    if not message.stages:
+        return ""
+    failed = any(s.node.get("status") in FAILED for s in message.stages)
+    verdicts = {j: JudgeRecord(score, (score - 1) / 4, "") for j, score in judged.items()}
+    record = ItemRecord(
+        message.message_id,
+        "",
+        message.question,
+        [],
+        "",
+        message.answer,
+        message.contexts,
+        {},
+        verdicts,
+        stages=message.stages,
+        answered=not failed,
+    )
+    role = first_failing(record, unreferenced=True)
+    stages = role_stages(record, role) if role else []
+    if not stages:
+        return ""
+    stage = next((s for s in stages if s.node.get("status") in FAILED), stages[-1])
+    return f"{stage.name} ({role})"
 
 
 def sample_point(message: ProductionMessage) -> float:
@@ -74,5 +109,10 @@ def judge_input(message: ProductionMessage) -> JudgeInput:
 
 def judges_for(message: ProductionMessage) -> tuple[str, ...]:
     """The reference-free judges that can read this message: groundedness only when the app said what it
-    retrieved (against no contexts every claim looks unsupported)."""
-    return tuple(j for j in REFERENCE_FREE if message.contexts or j != "groundedness")
+    retrieved (against no contexts every claim looks unsupported) — a workflow's retrieval node that ran
+    and found nothing says so, and is judged as an eval judges it; none for a workflow run that failed
+    (no answer to judge: an eval judges no unanswered item either)."""
+    if any(s.node.get("status") in FAILED for s in message.stages):
+        return ()
+    retrieved = bool(message.contexts or ran_retrievals(message))
+    return tuple(j for j in REFERENCE_FREE if retrieved or j != "groundedness")

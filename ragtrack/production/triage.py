@@ -13,9 +13,12 @@ the app's answers, and is ranked by that evidence, strongest first:
 4. **weak retrieval** — the best context scored very low;
 
 then by users and messages. A cluster with none of these is no bad case and is
-left out. A cluster whose questions are close to a golden item's question is
-marked as covered by it: the golden set already tests it, and
-``golden propose --from-logs`` does not propose it again.
+left out. For a workflow app (messages with node stages), each disliked message's
+first failing node is named (:func:`ragtrack.production.signals.failing_node`),
+per cluster and over every disliked message: which node to fix first. A cluster
+whose questions are close to a golden item's question is marked as covered by
+it: the golden set already tests it, and ``golden propose --from-logs`` does
+not propose it again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Cluster:
     judge_means: dict[str, float]  # judge → mean 1–5 over the judged messages
     comments: list[str]  # what disliking users wrote, most frequent first
     answers: list[str]  # what the app answered, most frequent first
+    failing_nodes: dict[str, int]  # "title (role)" → disliked messages that node failed first, most first
     retrieved: dict[str, int]  # canonical passage → messages whose contexts included it
     apps: list[str]
     first_seen: str
@@ -113,6 +117,8 @@ class Triage:
     questions: int  # distinct questions
     all_clusters: int  # clusters of any kind, bad or not
     space: str  # what questions were compared with (QuestionSpace.label)
+    failing_nodes: dict[str, int] = field(default_factory=dict)  # over every disliked message (see Cluster)
+    disliked_runs: int = 0  # disliked messages with workflow nodes (those failing_nodes can name a node of)
 
 
 def triage(
@@ -157,7 +163,15 @@ def triage(
         built.append(c)
     bad = sorted((c for c in built if c.is_bad_case), key=lambda c: (tuple(-e for e in c.evidence), c.question))
     judged = sum(1 for m in messages if evidence[m.message_id].judged)
-    return Triage(bad, len(messages), judged, len(keys), len(built), space.label)
+    runs = [m for m in messages if m.stages and evidence[m.message_id].disliked]
+    nodes = _most_first(evidence[m.message_id].failing_node for m in runs)
+    return Triage(bad, len(messages), judged, len(keys), len(built), space.label, nodes, len(runs))
+
+
+def _most_first(names) -> dict[str, int]:
+    """Each non-empty name with how often it occurs, most often first (ties by name)."""
+    counts = Counter(n for n in names if n)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _medoid(vectors: np.ndarray, weights: np.ndarray) -> int:
@@ -193,6 +207,7 @@ def _summary(messages: list[ProductionMessage], evidence: dict[str, Signals]) ->
         judge_means={j: round(sum(v) / len(v), 3) for j, v in sorted(scores.items())},
         comments=[c for c, _ in Counter(m.comment for m in disliked if m.comment).most_common()],
         answers=[a for a, _ in Counter(m.answer for m in (disliked or messages)).most_common()],
+        failing_nodes=_most_first(evidence[m.message_id].failing_node for m in disliked),
         retrieved=dict(retrieved.most_common()),
         apps=sorted({m.app for m in messages}),
         first_seen=messages[0].created_at,

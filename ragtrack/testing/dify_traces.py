@@ -19,17 +19,25 @@ Both set MLflow's ``mlflow.trace.user`` (the end user's ``session_id``: the ``us
 sent) and ``mlflow.trace.session`` (the conversation). :func:`write_dify_traces` writes a
 :class:`~ragtrack.testing.conversations.ConversationLog` app's turns that way, with the IDs the Dify
 stand-in serves, so ``logs pull --from mlflow`` can be tested against both at once.
+
+:func:`write_workflow_runs` writes the runs the workflow stand-in performed
+(:mod:`ragtrack.testing.dify_workflow`) node by node, each node span as the provider shapes it, so a
+test can hold what ``logs pull`` and ``monitor`` find against the stand-in's own record.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import mlflow
-from mlflow.entities import Document, SpanType
+from mlflow.entities import AssessmentSource, AssessmentSourceType, Document, SpanEvent, SpanStatusCode, SpanType
 from mlflow.tracing.constant import SpanAttributeKey, TokenUsageKey, TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
 from ragtrack.production.messages import epoch_ms
 from ragtrack.testing.conversations import Conversation, ConversationLog, Turn
+from ragtrack.testing.dify_workflow import NodeRun, Workflow, WorkflowRun
 from ragtrack.testing.knowledge import stable_id
 
 SHAPES = ("chat", "workflow", "advanced-chat")
@@ -69,8 +77,8 @@ def _ns(iso: str, seconds: float = 0.0) -> int:
     return (epoch_ms(iso) + int(seconds * 1000)) * 1_000_000
 
 
-def _set_user(span, c: Conversation, conversation: str | None) -> None:
-    metadata = {TraceMetadataKey.TRACE_USER: session_of(c)}
+def _set_user(span, user: str, conversation: str | None) -> None:
+    metadata = {TraceMetadataKey.TRACE_USER: user}
     if conversation:
         metadata[TraceMetadataKey.TRACE_SESSION] = conversation
     with safe_set_span_in_context(span):
@@ -146,38 +154,55 @@ def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str) -> None:
         experiment_id=experiment_id,
         start_time_ns=_ns(t.created_at),
     )
-    _set_user(span, c, c.id)
+    _set_user(span, session_of(c), c.id)
     span.end(outputs=t.answer, end_time_ns=_ns(t.created_at, 1.2))
 
 
-def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str) -> None:
-    chatflow = shape == "advanced-chat"
-    run = str(stable_id("workflow-run", t.id))
-    conversation = c.id if chatflow else None
+def _workflow_root(
+    app: str,
+    run: str,
+    question: str,
+    at: tuple[str, int],
+    user: str,
+    conversation: str | None,
+    status: str,
+    tokens: int,
+):
+    """A workflow run's root span: inputs the query, attributes the run's metadata (Dify's
+    ``WorkflowTraceInfo.metadata``), MLflow's user and session metadata; ``at``: (experiment, start ns)."""
     root = mlflow.start_span_no_context(
         "workflow",
         span_type=SpanType.CHAIN,
-        inputs={"query": t.question},
+        inputs={"query": question},
         attributes={
             "workflow_id": str(stable_id("workflow", app)),
             "conversation_id": conversation,
             "workflow_run_id": run,
             "tenant_id": TENANT,
             "elapsed_time": 1.5,
-            "status": "succeeded",
+            "status": status,
             "version": "2025-06-01 10:00:00",
-            "total_tokens": 160,
+            "total_tokens": tokens,
             "file_list": [],
             "triggered_from": "app-run",
-            "user_id": session_of(c),
+            "user_id": user,
             "app_id": str(stable_id("app", app)),
             "app_name": app,
             "workspace_name": "loopback",
         },
-        experiment_id=experiment_id,
-        start_time_ns=_ns(t.created_at),
+        experiment_id=at[0],
+        start_time_ns=at[1],
     )
-    _set_user(root, c, conversation)
+    _set_user(root, user, conversation)
+    return root
+
+
+def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str) -> None:
+    chatflow = shape == "advanced-chat"
+    run = str(stable_id("workflow-run", t.id))
+    conversation = c.id if chatflow else None
+    at = (experiment_id, _ns(t.created_at))
+    root = _workflow_root(app, run, t.question, at, session_of(c), conversation, "succeeded", 160)
     nodes = [("Start", "start", SpanType.CHAIN, {"query": t.question}, {"query": t.question})]
     documents = [
         Document(
@@ -220,3 +245,113 @@ def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str
         )
         span.end(outputs=outputs, end_time_ns=_ns(t.created_at, 0.1 * n + 0.1))
     root.end(outputs={"answer": t.answer} if chatflow else {"result": t.answer}, end_time_ns=_ns(t.created_at, 1.5))
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    """One run of the stand-in's workflow (:attr:`DifyServer.workflow_runs`), with when it ran, for
+    whom, and a reviewer's thumbs on its trace (None: none)."""
+
+    run: WorkflowRun
+    created_at: str  # ISO 8601, UTC
+    user: str  # the end user's session ID
+    rating: str | None = None  # like | dislike
+
+
+#: Dify node type → the span type its provider gives the node's span (``_get_node_span_type``).
+NODE_SPAN_TYPES = {
+    "llm": SpanType.LLM,
+    "question-classifier": SpanType.LLM,
+    "knowledge-retrieval": SpanType.RETRIEVER,
+    "tool": SpanType.TOOL,
+    "code": SpanType.TOOL,
+    "http-request": SpanType.TOOL,
+    "agent": SpanType.AGENT,
+}
+
+
+def run_id_of(traced: TracedRun) -> str:
+    """The ``workflow_run_id`` a run is traced under: what ``logs pull`` stores it as."""
+    return str(stable_id("workflow-run", traced.run.question, traced.created_at, traced.user))
+
+
+def write_workflow_runs(runs: list[TracedRun], workflow: Workflow, app: str, experiment_id: str) -> list[str]:
+    """Each run as Dify's provider traces a workflow (or, for a chat workflow, a chatflow) run: a
+    ``workflow`` root span and one span per node as the stand-in ran it (:class:`NodeRun`), each span
+    shaped as ``MLflowDataTrace.workflow_trace`` shapes it — title as name, ``node_id`` (the node's
+    execution), ``node_type``, ``status``; an LLM or classifier node's prompt messages as inputs and its
+    usage as attributes, an LLM node's text alone as outputs, a retrieval node's result as documents,
+    a node that did not succeed an ERROR span with an ``exception`` event. Node times are the stream's:
+    each node takes ``0.01 × its place`` seconds, one after the other. The run IDs, in order."""
+    ids = []
+    for traced in runs:
+        run, run_id = traced.run, run_id_of(traced)
+        status = "failed" if run.failed else "succeeded"
+        conversation = str(stable_id("conversation", run_id)) if workflow.chat else None
+        start = _ns(traced.created_at)
+        tokens = sum(n.tokens for n in run.nodes)
+        at = (experiment_id, start)
+        root = _workflow_root(app, run_id, run.question, at, traced.user, conversation, status, tokens)
+        for index, n in enumerate(run.nodes, start=1):
+            end = start + int(0.01 * index * 1e9)
+            _node_span(root, app, run_id, n, (start, end))
+            start = end
+        if run.failed:
+            error = next(n.error for n in run.nodes if n.error)
+            root.set_status(SpanStatusCode.ERROR)
+            root.add_event(SpanEvent("exception", attributes={"exception.message": error, "exception.type": "Error"}))
+        root.end(outputs=workflow.outputs(run, "answer") or {}, end_time_ns=start)
+        ids.append(run_id)
+        if traced.rating:
+            mlflow.flush_trace_async_logging()
+            human = AssessmentSource(AssessmentSourceType.HUMAN, traced.user)
+            mlflow.log_feedback(trace_id=root.trace_id, name="thumbs", value=traced.rating, source=human)
+    mlflow.flush_trace_async_logging()
+    return ids
+
+
+def _node_span(root, app: str, run_id: str, n: NodeRun, times: tuple[int, int]) -> None:
+    start, end = times
+    attributes: dict = {
+        "node_id": str(stable_id("node-execution", run_id, n.title)),
+        "node_type": n.node_type,
+        "status": n.status,
+        "tenant_id": TENANT,
+        "app_id": str(stable_id("app", app)),
+        "app_name": n.title,  # sic: Dify's provider puts the node's title there
+    }
+    inputs: Any = n.inputs
+    if n.node_type in ("llm", "question-classifier"):
+        inputs = [{"role": "user", "content": "\n".join(str(v) for v in n.inputs.values())}]
+        usage = n.outputs.get("usage") or {"total_tokens": n.tokens}
+        priced = {**usage, "total_price": f"{n.tokens * 0.000002:.7f}", "currency": "USD"}
+        attributes |= {
+            "model_name": "gpt-4o-mini",
+            "model_provider": "openai",
+            "finish_reason": n.outputs.get("finish_reason"),
+            SpanAttributeKey.CHAT_USAGE: {
+                TokenUsageKey.INPUT_TOKENS: usage.get("prompt_tokens", 0),
+                TokenUsageKey.OUTPUT_TOKENS: usage.get("completion_tokens", 0),
+                TokenUsageKey.TOTAL_TOKENS: usage.get("total_tokens", 0),
+            },
+            "usage": priced,
+        }
+    span = mlflow.start_span_no_context(
+        n.title,
+        span_type=NODE_SPAN_TYPES.get(n.node_type, SpanType.CHAIN),
+        parent_span=root,
+        inputs=inputs,
+        attributes=attributes,
+        start_time_ns=start,
+    )
+    if n.status != "succeeded":
+        span.set_status(SpanStatusCode.ERROR)
+        message = f"Node failed with status: {n.status}"
+        span.add_event(SpanEvent("exception", attributes={"exception.message": message, "exception.type": "Error"}))
+    outputs: Any = n.outputs
+    result = n.outputs.get("result")
+    if n.node_type == "knowledge-retrieval" and result:  # an empty result stays the node's own outputs
+        outputs = [Document(page_content=r.get("content", ""), metadata=r.get("metadata", {})) for r in result]
+    elif n.node_type == "llm":
+        outputs = n.outputs.get("text", n.outputs)
+    span.end(outputs=outputs, end_time_ns=end)

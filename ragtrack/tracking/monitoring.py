@@ -22,7 +22,7 @@ import mlflow
 from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType
 
 from ragtrack.evaluation.judges import HEURISTIC
-from ragtrack.production.monitor import Comparison, Window
+from ragtrack.production.monitor import Comparison, Window, node_summary
 from ragtrack.production.signals import REFERENCE_FREE
 from ragtrack.records import JudgeRecord
 from ragtrack.tracking.production import ProductionLog
@@ -118,7 +118,7 @@ class MonitorRuns:
             run_id = self.store.start_run(f"{window.app} {window.day}", params, tags, experiment_id=self.experiment_id)
         else:
             self.store.tag_run(run_id, tags)
-        self.store.log_metrics(run_id, window.metrics())
+        self.store.log_metrics(run_id, window.metrics() | comparison.metrics())
         self.store.describe_run(run_id, describe(window, comparison))
         self.store.finish_run(run_id)
         return run_id
@@ -137,6 +137,8 @@ def describe(window: Window, comparison: Comparison) -> str:
     for name, e in window.rates.items():
         lines.append(f"| {name} | {e.value:.3f} | {e.low:.3f} – {e.high:.3f} | {e.n} |")
     lines.append("")
+    if nodes := node_summary(window, comparison):
+        lines += ["**Nodes**", "", *[f"- {line}" for line in nodes], ""]
     if comparison.skipped:
         lines.append(f"Not compared with an earlier day: {comparison.skipped}.")
     elif comparison.drops:

@@ -7,7 +7,8 @@ time):
 * a root span named for the app / version that served it — request ``{"question": …}``, response
   the answer — and under it a ``retrieve`` RETRIEVER span whose outputs are the app's contexts in
   MLflow's document shape, each with the canonical passage IDs it maps to (an empty list: the app
-  reported no retrieval);
+  reported no retrieval); a workflow app's nodes follow it, one span each, as an eval's trace shows them
+  (:func:`~ragtrack.tracking.traces.stage_span`: role, status, outputs, a retrieval node's documents);
 * tags naming the source, the app, the platform's message and conversation IDs, the hashed user,
   the time and what part of the traffic the pull could see (``Tag.PRODUCTION_*``), and MLflow's own
   user and session metadata (hashed user, conversation), which its UI groups by;
@@ -47,14 +48,15 @@ from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
 from ragtrack.tracking.export_failures import cause, heard
 from ragtrack.tracking.store import Store, Tag, _quote, first_line
-from ragtrack.tracking.traces import context_of, retriever_document
+from ragtrack.tracking.traces import context_of, retriever_document, stage_of, stage_span
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
 PRODUCTION = "production"
 #: The HUMAN feedback assessment holding an end user's rating.
 RATING = "user_rating"
 RETRIEVE_SPAN = "retrieve"
-SPANS = 2  # a complete production trace: the root and its retrieve span
+SPANS = 2  # a complete production trace: the root and its retrieve span, and a span per workflow node
+NODE_SPANS = "node_spans"  # the root span's attribute: how many node spans the trace has
 WRITE_ATTEMPTS = 3  # a message whose trace the store did not keep is written again, this many times in all
 _SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
 
@@ -154,8 +156,8 @@ class ProductionLog:
                 if not todo:
                     break
                 written: dict[int, str] = {}
-                for i in range(0, len(todo), export_chunk()):
-                    written |= {n: self._trace(messages[n]) for n in todo[i : i + export_chunk()]}
+                for chunk in _chunks(todo, messages):
+                    written |= {n: self._trace(messages[n]) for n in chunk}
                     mlflow.flush_trace_async_logging()
                 kept = self._complete(list(written.values()))
                 for n, trace_id in written.items():
@@ -201,7 +203,7 @@ class ProductionLog:
             m.app,
             span_type=SpanType.AGENT,
             inputs={"question": m.question},
-            attributes={"message_id": m.message_id, "retrieved_passage_ids": passages},
+            attributes={"message_id": m.message_id, "retrieved_passage_ids": passages, NODE_SPANS: len(m.stages)},
             tags=tags,
             metadata=metadata,
             experiment_id=self.experiment_id,
@@ -220,11 +222,13 @@ class ProductionLog:
             start_time_ns=start,
         )
         span.end(outputs=[retriever_document(c, n) for n, c in enumerate(m.contexts, start=1)], end_time_ns=start)
+        for stage in m.stages:
+            stage_span(root, stage)
         if m.rating:
             source = AssessmentSource(AssessmentSourceType.HUMAN, m.user or "end user")
             with safe_set_span_in_context(root):  # written with the trace, in one store call (see traces.py)
                 mlflow.log_assessment(root.trace_id, _feedback(m.rating, m.comment, m.rated_at, source))
-        root.end(outputs=m.answer, end_time_ns=start)
+        root.end(outputs=m.answer, end_time_ns=max([start, *(s.end_ns for s in m.stages)]))
         return root.trace_id
 
     def rate(self, stored: Stored, rating: str | None, comment: str | None, rated_at: str | None) -> Stored:
@@ -325,9 +329,27 @@ class TraceExperiment:
 
 
 def export_chunk() -> int:
-    """Production traces handed to MLflow's exporter at once: half its queue at most, each trace costing
-    three tasks (two spans and the trace; the rating is written with the trace)."""
+    """Production messages written in one step of a pull: as many three-task traces (two spans and the
+    trace; the rating is written with the trace) as fill half the exporter's queue (a workflow run's
+    node spans make its trace cost more: :meth:`ProductionLog.write` chunks by what each costs)."""
     return max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2 // (SPANS + 1))
+
+
+def _chunks(todo: list[int], messages: list[ProductionMessage]) -> Iterator[list[int]]:
+    """``todo`` (indexes of ``messages``) in runs that fill half the exporter's queue at most: a message
+    costs a task per span and one for the trace, so a workflow run with its nodes costs more."""
+    budget = max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2)
+    chunk: list[int] = []
+    used = 0
+    for n in todo:
+        cost = SPANS + len(messages[n].stages) + 1
+        if chunk and used + cost > budget:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(n)
+        used += cost
+    if chunk:
+        yield chunk
 
 
 @contextmanager
@@ -373,7 +395,11 @@ def _filter(source: str | None, app: str | None) -> str:
 
 def _whole(trace: Trace) -> bool:
     """A trace with every span it should have, as the store gives them back (not only as it counts them)."""
-    return _span_count(trace.info) == SPANS and _message(trace) is not None
+    message = _message(trace)
+    if message is None:
+        return False
+    expected = SPANS + len(message.stages)
+    return _span_count(trace.info) == expected == len(trace.data.spans)
 
 
 def _span_count(info: TraceInfo) -> int:
@@ -404,10 +430,16 @@ def _message(trace: Trace) -> ProductionMessage | None:
     info, spans = trace.info, trace.data.spans
     tags = info.tags
     root = next((s for s in spans if s.parent_id is None), None)
-    retrieve = next((s for s in spans if s.name == RETRIEVE_SPAN and s.parent_id is not None), None)
+    retrieve = next(
+        (s for s in spans if s.name == RETRIEVE_SPAN and s.parent_id is not None and stage_of(s) is None), None
+    )
     if root is None or retrieve is None or Tag.PRODUCTION_MESSAGE not in tags:
         return None
     inputs = root.inputs if isinstance(root.inputs, dict) else {}
+    found = [stage for s in spans if s.parent_id == root.span_id and (stage := stage_of(s)) is not None]
+    stages = sorted(found, key=lambda s: (s.node.get("index") or 0, s.start_ns))
+    if len(stages) != (root.attributes or {}).get(NODE_SPANS, 0):
+        return None  # a node span lost on the way
     current = _rating(info)
     rated_at = (current.metadata or {}).get("rated_at") if current else None
     return ProductionMessage(
@@ -425,4 +457,5 @@ def _message(trace: Trace) -> ProductionMessage | None:
         rated_at=rated_at,
         coverage=tags.get(Tag.PRODUCTION_COVERAGE, "all"),  # type: ignore[arg-type]
         trace_id=info.trace_id,
+        stages=stages,
     )

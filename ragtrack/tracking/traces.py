@@ -220,7 +220,7 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
         log.warning("tracing is disabled or sampled out: item %s has no trace", r.id)
         return False
     for stage in stages:
-        _span(root, stage, set(r.gt_context_ids))
+        stage_span(root, stage, set(r.gt_context_ids))
     if r.errors:
         root.set_status(SpanStatusCode.ERROR)
         root.set_attribute("errors", r.errors)
@@ -238,7 +238,9 @@ def _child_stages(r: ItemRecord) -> list[StageRecord]:
     return [] if len(r.stages) == 1 and r.stages[0].kind == "agent" else list(r.stages)
 
 
-def _span(root, stage: StageRecord, gt: set[str]) -> None:
+def stage_span(root, stage: StageRecord, gt: set[str] | None = None) -> None:
+    """A stage as a span under ``root`` (``gt``: the item's GT passages, marked in the documents);
+    :func:`stage_of` reads it back."""
     kind = STAGE_KINDS.check(stage.kind).upper()  # the registered kinds are MLflow span types
     span = mlflow.start_span_no_context(
         stage.name, span_type=kind, parent_span=root, inputs=stage.inputs, start_time_ns=stage.start_ns
@@ -254,6 +256,30 @@ def _span(root, stage: StageRecord, gt: set[str]) -> None:
     else:
         outputs = stage.outputs
     span.end(outputs=outputs, end_time_ns=stage.end_ns)
+
+
+def stage_of(span) -> StageRecord | None:
+    """A workflow node's :func:`stage_span` back as its stage (None: a span with no node attributes)."""
+    attributes = span.attributes or {}
+    node = {k.removeprefix("node."): v for k, v in attributes.items() if k.startswith("node.")}
+    if not node:
+        return None
+    outputs = span.outputs
+    contexts: list[ContextRecord] = []
+    if isinstance(outputs, list):  # a retriever's documents; what else it said is in the attributes
+        contexts = [context_of(d) for d in outputs if isinstance(d, dict)]
+        outputs = {k: v for k, v in attributes.items() if not k.startswith(("node.", "mlflow."))}
+    kind = str(span.span_type or "chain").lower()
+    return StageRecord(
+        span.name,
+        kind if kind in STAGE_KINDS else "chain",
+        span.start_time_ns or 0,
+        span.end_time_ns or 0,
+        span.inputs if isinstance(span.inputs, dict) else {},
+        outputs if isinstance(outputs, dict) else {},
+        contexts,
+        node,
+    )
 
 
 def retriever_document(c: ContextRecord, rank: int, gt: set[str] | None = None) -> dict:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ragtrack.agents.mapping import PlatformContext
+from ragtrack.agents.workflow import Node
 from ragtrack.errors import RagtrackError
 from ragtrack.production.messages import SOURCES, Coverage, Rating
 from ragtrack.registry import Registry
@@ -56,6 +57,8 @@ class PulledMessage:
     user: str | None = None  # the platform's identifier: hashed by the pull, never stored
     feedback: UserFeedback | None = None
     app: str | None = None  # the app / version that served it, when the source says (a JSONL app_version)
+    nodes: list[Node] = field(default_factory=list)  # a workflow run's nodes, in the order they ran
+    roles: dict[str, tuple[str, str]] = field(default_factory=dict)  # node title → (role, why)
 
 
 @dataclass

@@ -6,15 +6,28 @@ Two shapes are recognised, trace by trace:
   chatbot app's ``message`` trace (question: the last user prompt message, answer: its outputs) is
   joined to the ``dataset_retrieval`` trace with the same ``message_id`` attribute (its documents are
   the contexts); a workflow or chatflow app's ``workflow`` trace holds the query and the answer in its
-  root span and the contexts in its Knowledge Retrieval (RETRIEVER) span. A chatbot message keeps
+  root span, and a span per node under it (see below). A chatbot message keeps
   Dify's message ID; a workflow run, having none, its ``workflow_run_id``. With ``--version`` naming
   the app's Dify spec, the ratings of ``/app/feedbacks`` are joined by message ID (a chatflow run:
-  through the conversation's ``/messages``, by question and time); otherwise Dify's traces carry no
-  rating.
+  through the conversation's ``/messages``, by question and time). A HUMAN feedback someone gave a
+  Dify trace in MLflow (a reviewer's thumbs; a workflow app's runs have no end-user rating in Dify)
+  rates the message the trace holds.
 * **Your own app's traces**: the question from the root span's inputs (``question``, ``query``,
   ``input``… or the last user message), the answer from its outputs, the contexts from its RETRIEVER
   spans' documents, and the rating from the trace's HUMAN feedback assessments (a boolean, or
   like/dislike, thumbs up/down); the trace's own ID identifies the message.
+
+A workflow trace's node spans become the message's nodes, as the eval reads a streamed run's
+``node_finished`` events (:mod:`ragtrack.agents.workflow`), so the same node metrics read both. Dify's
+provider names a node's span by its title, in the order the nodes ran, with attributes ``node_id``,
+``node_type`` and ``status`` (a node that did not succeed is an ERROR span with an ``exception`` event
+saying its status): an LLM or question-classifier node is an LLM span (inputs the prompt messages,
+usage in ``usage``; an LLM node's outputs its text alone, a classifier's ``class_name``), a
+knowledge-retrieval node a RETRIEVER span whose outputs are MLflow documents with the result's
+metadata (an empty result stays ``{"result": []}``), any other node a CHAIN (or TOOL) span with the
+node's own inputs and outputs. The contexts of the message are then those of the retrieval nodes that
+ran. A node span that cannot be read (no ``node_type``, outputs of no known shape) is left out and
+counted by reason; the rest of the run is kept.
 
 End user and conversation come from MLflow's trace metadata (``mlflow.trace.user``,
 ``mlflow.trace.session``), where Dify puts them too. Traces are read from the cursor's time on
@@ -30,8 +43,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ragtrack.agents.base import number
 from ragtrack.agents.dify import dify_check
 from ragtrack.agents.mapping import PlatformContext
+from ragtrack.agents.workflow import FAILED, RETRIEVAL, Node, assign_roles, node_contexts, result_contexts
 from ragtrack.errors import RagtrackError
 from ragtrack.production import fields
 from ragtrack.production.fields import FieldError
@@ -47,10 +62,10 @@ from ragtrack.production.sources.dify import (
     spec_endpoint,
 )
 from ragtrack.tracking.production import TraceExperiment
-from ragtrack.tracking.store import resolve_tracking_uri
+from ragtrack.tracking.store import _quote, resolve_tracking_uri
 
 if TYPE_CHECKING:
-    from mlflow.entities import Trace, TraceInfo
+    from mlflow.entities import Span, Trace, TraceInfo
 
 MARGIN_MS = 10 * 60 * 1000  # traces reach a store out of order (Dify exports them asynchronously)
 PAGE = 200
@@ -67,8 +82,11 @@ class MlflowSource:
     name = "mlflow"
     coverage = "all"
 
-    def __init__(self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None):
+    def __init__(
+        self, experiment: TraceExperiment, app: str, dify: DifyFeedbacks | None, declared: dict[str, str] | None = None
+    ):
         self.experiment, self.app, self.dify = experiment, app, dify
+        self.declared = declared or {}  # the Dify spec's [agent.nodes]: role → node title
         # Several Dify apps may trace into one experiment: with the app's spec, only its traces are read.
         self.dify_app = dify.app_name() if dify else None
         self._traces = experiment.traces
@@ -90,7 +108,7 @@ class MlflowSource:
             read += 1
             newest = max(newest, trace.info.request_time)
             try:
-                kind, message = _read(trace)
+                kind, message = _read(trace, malformed)
             except FieldError as e:
                 malformed[e.skip("traces")] += 1
                 continue
@@ -99,6 +117,8 @@ class MlflowSource:
             elif kind == "dataset_retrieval" and message is not None:
                 retrievals[message.message_id] = message.contexts
             elif message is not None:
+                # Node roles as an eval gives them: the spec's [agent.nodes], the rest inferred from node types.
+                message.roles = assign_roles(message.nodes, message.answer, self.declared) if message.nodes else {}
                 pending.append((trace.info.request_time, message, kind == "message"))
             if read % PAGE == 0:
                 progress(f"{self.app}: {read} traces read")
@@ -125,13 +145,19 @@ class MlflowSource:
     def _ratings(
         self, runs: dict[str, str], pulled: list[PulledMessage], known: Callable[[str], bool], progress
     ) -> tuple[dict[str, UserFeedback], Counter[str], int, bool]:
-        """Every rating: the HUMAN feedback of every trace (own-app traces), and Dify's ``/app/feedbacks``
+        """Every rating: the HUMAN feedback of every trace (an own app's thumbs, a reviewer's on a Dify
+        trace: keyed by the message the trace holds), and Dify's ``/app/feedbacks``
         joined by message ID (a chatflow's through the runs its conversation's messages map to); last,
         whether every feedback record could be read (a listing with one that could not withdraws none)."""
+        assessed = {t.info.trace_id: f for t in self._traces("", spans=False) if (f := _assessed(t.info))}
         ratings: dict[str, UserFeedback] = {}
-        for trace in self._traces("", spans=False):
-            if feedback := _assessed(trace.info):
-                ratings[trace.info.trace_id] = feedback
+        ids = list(assessed)
+        for i in range(0, len(ids), 100):  # a rated trace's spans say which message it holds
+            listed = ", ".join(_quote(t) for t in ids[i : i + 100])
+            for trace in self._traces(f"request_id IN ({listed})", spans=True):
+                kind, message = _read_or_skip(trace)
+                if message is not None and kind != "dataset_retrieval":
+                    ratings[message.message_id] = assessed[trace.info.trace_id]
         unresolved: Counter[str] = Counter()
         if self.dify is None:
             return ratings, unresolved, 0, True
@@ -184,9 +210,10 @@ class MlflowSource:
             unresolved[UNMATCHED] += 1
 
 
-def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
+def _read(trace: Trace, skipped: Counter[str] | None = None) -> tuple[str, PulledMessage | None]:
     """(kind, message) of one trace: ``dataset_retrieval`` (contexts only), ``message`` (a Dify chatbot
-    message, contexts to join), ``workflow``, ``own`` — or ``skip`` with None."""
+    message, contexts to join), ``workflow``, ``own`` — or ``skip`` with None. Node spans that cannot
+    be read are counted in ``skipped``, by reason."""
     spans = trace.data.spans
     root = next((s for s in spans if s.parent_id is None), None)
     if root is None:
@@ -213,17 +240,21 @@ def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
             user=user,
         )
     if root.name == "workflow" and "workflow_run_id" in attributes:
+        message_id = fields.field(
+            attributes, "message_id" if attributes.get("message_id") else "workflow_run_id", fields.identifier
+        )
+        nodes = _nodes([s for s in spans if s.parent_id == root.span_id], skipped if skipped is not None else Counter())
         retriever = [s for s in spans if s.span_type == "RETRIEVER" and s.parent_id is not None]
+        contexts = node_contexts(nodes) if nodes else None
         return "workflow", PulledMessage(
-            message_id=fields.field(
-                attributes, "message_id" if attributes.get("message_id") else "workflow_run_id", fields.identifier
-            ),
+            message_id=message_id,
             question=_question(root.inputs),
             answer=_text(root.outputs),
             created_at=created,
-            contexts=[c for s in retriever for c in _contexts(s.outputs)],
+            contexts=[c for s in retriever for c in _contexts(s.outputs)] if contexts is None else contexts,
             conversation_id=session or _conversation(attributes),
             user=user,
+            nodes=nodes,
         )
     question = _question(root.inputs)
     if not question:
@@ -239,6 +270,84 @@ def _read(trace: Trace) -> tuple[str, PulledMessage | None]:
         user=user,
         feedback=_assessed(info),
     )
+
+
+def _nodes(spans: list[Span], skipped: Counter[str]) -> list[Node]:
+    """A workflow trace's node spans as the nodes of the run, in the order they started (Dify writes
+    them in that order; a tie keeps it); a span that cannot be read is counted, by reason, and left out."""
+    out: list[Node] = []
+    for span in sorted(spans, key=lambda s: s.start_time_ns or 0):
+        try:
+            out.append(_node(span, len(out) + 1))
+        except FieldError as e:
+            skipped[e.skip("workflow node spans")] += 1
+    return out
+
+
+def _node(span: Span, index: int) -> Node:
+    """One node span as Dify's provider writes it (see the module), read as a streamed node is."""
+    attributes = span.attributes or {}
+    node_type = fields.field(attributes, "node_type", fields.identifier)
+    status = fields.field(attributes, "status", fields.identifier)
+    node_id = fields.field(attributes, "node_id", fields.identifier)
+    title = fields.named("name", span.name, fields.text)[0] or node_id
+    outputs, contexts = _node_outputs(node_type, status, span.outputs)
+    usage = attributes.get("usage") if isinstance(attributes.get("usage"), dict) else {}
+    start = span.start_time_ns or 0
+    end = max(start, span.end_time_ns or start)
+    return Node(
+        id=node_id,
+        type=node_type,
+        title=title,
+        index=index,
+        status=status,
+        error=_failure(span) if status in FAILED else None,
+        elapsed_s=round((end - start) / 1e9, 6),
+        tokens=int(number(usage.get("total_tokens")) or 0),
+        cost_usd=(number(usage.get("total_price")) or 0.0) if usage.get("currency", "USD") == "USD" else 0.0,
+        start_ns=start,
+        end_ns=end,
+        inputs=_node_inputs(span.inputs),
+        outputs=outputs,
+        contexts=contexts,
+    )
+
+
+def _node_outputs(node_type: str, status: str, outputs: Any) -> tuple[dict[str, Any], list[PlatformContext] | None]:
+    """(outputs, contexts) of a node span: a retrieval node's documents (or Dify's empty ``result``)
+    are its contexts; an LLM node's text alone is ``{"text": …}``, as its ``node_finished`` says it."""
+    if node_type == RETRIEVAL:
+        if isinstance(outputs, list):
+            return {}, _contexts(outputs)
+        if isinstance(outputs, dict) and isinstance(outputs.get("result"), list):
+            rest = {k: v for k, v in outputs.items() if k != "result"}
+            return rest, result_contexts(outputs["result"])
+        if status in FAILED and not outputs:
+            return {}, None
+        raise FieldError("neither documents nor a result list", outputs, "outputs")
+    if isinstance(outputs, str):
+        return {"text": outputs}, None
+    if isinstance(outputs, dict):
+        return outputs, None
+    if outputs is None:
+        return {}, None
+    raise FieldError("neither an object nor a text", outputs, "outputs")
+
+
+def _node_inputs(inputs: Any) -> dict[str, Any]:
+    """A node span's inputs as a node's: Dify gives an LLM node's prompt messages, the others' variables."""
+    if isinstance(inputs, dict):
+        return inputs
+    return {} if inputs is None else {"prompt": inputs}
+
+
+def _failure(span: Span) -> str | None:
+    """What a failed node span says of its failure (Dify: ``Node failed with status: failed``)."""
+    for event in span.events or ():
+        message = (event.attributes or {}).get("exception.message")
+        if isinstance(message, str) and message:
+            return message
+    return None
 
 
 def _conversation(attributes: dict) -> str | None:
@@ -291,6 +400,8 @@ def _text(outputs: Any) -> str:
         choices = outputs.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             return _text(choices[0].get("message") or choices[0].get("text"))
+        if not outputs:
+            return ""  # a run that failed before any output
         strings = [v for v in outputs.values() if isinstance(v, str)]
         if len(strings) == 1:
             return strings[0]
@@ -346,8 +457,9 @@ def open_source(request: SourceRequest) -> MlflowSource:
     )
     if experiment.name == f"{request.config.project.experiment}-production":
         raise RagtrackError(f"{experiment.name} is where pulled messages are stored, not an app's traces")
-    dify = None
+    dify, declared = None, {}
     if request.version:
         spec = load_platform_spec(request, "dify")
         dify = DifyFeedbacks(spec_endpoint(spec, request, dify_check), spec.name)
-    return MlflowSource(experiment, request.app or (dify.label if dify else experiment.name), dify)
+        declared = dict(spec.spec.agent.nodes)
+    return MlflowSource(experiment, request.app or (dify.label if dify else experiment.name), dify, declared)
