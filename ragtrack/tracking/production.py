@@ -48,7 +48,7 @@ from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
 from ragtrack.tracking.export_failures import cause, heard
 from ragtrack.tracking.store import Store, Tag, _quote, first_line
-from ragtrack.tracking.traces import context_of, retriever_document, stage_of, stage_span
+from ragtrack.tracking.traces import context_of, export_batches, retriever_document, stage_of, stage_span
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
 PRODUCTION = "production"
@@ -336,20 +336,9 @@ def export_chunk() -> int:
 
 
 def _chunks(todo: list[int], messages: list[ProductionMessage]) -> Iterator[list[int]]:
-    """``todo`` (indexes of ``messages``) in runs that fill half the exporter's queue at most: a message
-    costs a task per span and one for the trace, so a workflow run with its nodes costs more."""
-    budget = max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2)
-    chunk: list[int] = []
-    used = 0
-    for n in todo:
-        cost = SPANS + len(messages[n].stages) + 1
-        if chunk and used + cost > budget:
-            yield chunk
-            chunk, used = [], 0
-        chunk.append(n)
-        used += cost
-    if chunk:
-        yield chunk
+    """``todo`` (indexes of ``messages``) in runs the exporter takes whole: a message costs a task per
+    span and one for the trace, so a workflow run with its nodes costs more."""
+    return export_batches(todo, lambda n: SPANS + len(messages[n].stages) + 1)
 
 
 @contextmanager

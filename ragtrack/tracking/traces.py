@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import mlflow
 from mlflow.entities import (
@@ -54,6 +55,8 @@ from ragtrack.evaluation.judges import HEURISTIC
 from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
 from ragtrack.tracking.export_failures import cause, heard
 from ragtrack.tracking.store import Store, Tag
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -100,22 +103,29 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
 
 
 def _batches(records: list[ItemRecord]) -> Iterator[list[ItemRecord]]:
-    """The records in batches whose traces MLflow's asynchronous exporter takes without dropping any.
+    """The records in batches whose traces MLflow's asynchronous exporter takes without dropping any
+    (:func:`export_batches`): the root span, each stage's span and the trace are a task each."""
+    return export_batches(records, lambda r: 2 + len(_child_stages(r)))
+
+
+def export_batches(things: list[T], cost: Callable[[T], int]) -> Iterator[list[T]]:
+    """``things`` in batches whose traces MLflow's asynchronous exporter takes without dropping any,
+    ``cost`` the export tasks of one thing's trace.
 
     Its queue holds ``MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE`` export tasks (1 000) — one per span
     and one per trace — and drops, with a warning, a task handed to it while full: an eval of 1 000
     items lost a third of its traces. A batch fills half the queue at most, and is written before the
     next is handed over."""
     room = max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2)
-    batch: list[ItemRecord] = []
+    batch: list[T] = []
     tasks = 0
-    for r in records:
-        cost = 2 + len(_child_stages(r))  # the root span, each stage's span, the trace
-        if batch and tasks + cost > room:
+    for thing in things:
+        spent = cost(thing)
+        if batch and tasks + spent > room:
             yield batch
             batch, tasks = [], 0
-        batch.append(r)
-        tasks += cost
+        batch.append(thing)
+        tasks += spent
     if batch:
         yield batch
 
