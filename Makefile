@@ -12,11 +12,11 @@ TORCH  ?= 2.13.0
 .PHONY: setup eval test test-fast lint docs dist bench clean
 
 # pip --quiet says nothing for minutes (a 3.5 GB environment unpacks silently), and pip without it
-# says nothing either while it unpacks: a line every 10 s tells that set-up is alive and how far it is
+# says nothing either while it unpacks: a line every 8 s (du included, under the 10 s a newcomer may wait in silence) tells that set-up is alive and how far it is
 # (the size of .venv, against what it reaches when done). $(1): pip's arguments; $(2): the phase.
 define pip_install
 	@echo "set-up $(2)"
-	@( while sleep 10; do echo "  … still installing: $(VENV) is $$(du -sh $(VENV) 2>/dev/null | cut -f1) of about 3.5G"; done ) & \
+	@( while sleep 8; do echo "  … still installing: $(VENV) is $$(du -sh $(VENV) 2>/dev/null | cut -f1) of about 3.5G"; done ) & \
 	watcher=$$!; $(BIN)/pip install --quiet $(1); status=$$?; kill $$watcher; exit $$status
 endef
 

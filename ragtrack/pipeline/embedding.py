@@ -157,15 +157,20 @@ class Embedder(Embeddings):
         else:
             slices = [texts[start : start + step] for start in range(0, len(texts), step)]
         parts, done = [], 0
-        for part in slices:
-            with model.lock:
-                vectors = model.model.encode(
-                    part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-                )
-            parts.append(np.asarray(vectors, dtype=np.float32))
-            done += len(part)
-            if len(slices) > 1:
-                self._on_stage(f"embedding {len(texts)} texts: {done}/{len(texts)}")
+        # A slice takes seconds on a quiet machine and can take far longer on a busy one: the heartbeat
+        # keeps the terminal from going silent between two progress lines (a question's own few texts
+        # are not worth its thread).
+        say = self._on_stage if len(texts) > self.batch_size else None
+        with heartbeat(say, f"embedding {len(texts)} texts"):
+            for part in slices:
+                with model.lock:
+                    vectors = model.model.encode(
+                        part, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+                    )
+                parts.append(np.asarray(vectors, dtype=np.float32))
+                done += len(part)
+                if len(slices) > 1:
+                    self._on_stage(f"embedding {len(texts)} texts: {done}/{len(texts)}")
         return np.concatenate(parts)
 
     def forget_recent(self) -> None:
