@@ -161,6 +161,8 @@ class Embedder(Embeddings):
         # keeps the terminal from going silent between two progress lines (a question's own few texts
         # are not worth its thread).
         say = self._on_stage if len(texts) > self.batch_size else None
+        if say is not None:  # the model's loading said its own lines: this one starts the encode's clock
+            say(f"embedding {len(texts)} texts: 0/{len(texts)}")
         with heartbeat(say, f"embedding {len(texts)} texts"):
             for part in slices:
                 with model.lock:
