@@ -137,9 +137,14 @@ class Window:
             name = f"node/retrieval/{metric_name(title)}"
             out |= {f"{name}/runs": runs, f"{name}/empty_rate": empty / runs}
         if self.generation:
-            out["node/generation_groundedness"] = sum((s - 1) / 4 for s in self.generation) / len(self.generation)
+            out["node/generation_groundedness"] = self.generation_groundedness
             out["node/generation_judged"] = len(self.generation)
         return out
+
+    @property
+    def generation_groundedness(self) -> float:
+        """The 0–1 mean groundedness of the judged runs whose generation node answered."""
+        return sum((s - 1) / 4 for s in self.generation) / len(self.generation)
 
 
 def day_of(message: ProductionMessage) -> str:
@@ -305,8 +310,9 @@ def node_summary(window: Window, comparison: Comparison) -> list[str]:
     for title, (runs, empty) in sorted(window.retrievals.items()):
         lines.append(f"retrieval node {title}: empty {empty}/{runs} ({empty / runs:.3f})")
     if window.generation:
-        mean = sum((s - 1) / 4 for s in window.generation) / len(window.generation)
-        lines.append(f"generation groundedness {mean:.3f} (n={len(window.generation)} judged)")
+        lines.append(
+            f"generation groundedness {window.generation_groundedness:.3f} (n={len(window.generation)} judged)"
+        )
     return lines
 
 

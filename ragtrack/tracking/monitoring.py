@@ -26,7 +26,7 @@ from ragtrack.production.monitor import Comparison, Window, node_summary
 from ragtrack.production.signals import REFERENCE_FREE
 from ragtrack.records import JudgeRecord
 from ragtrack.tracking.production import ProductionLog
-from ragtrack.tracking.store import Store, Tag, _quote
+from ragtrack.tracking.store import Store, Tag, quoted
 from ragtrack.tracking.traces import judge_feedback
 
 MONITOR = "monitor"
@@ -85,7 +85,7 @@ class MonitorRuns:
 
     def existing(self, identity: str) -> dict[tuple[str, str], WindowRun]:
         """(app, day) → the window's run judged by ``identity`` (another judge's runs are other runs)."""
-        query = f"tags.`{Tag.KIND}` = {_quote(KIND)} and tags.`{Tag.JUDGE_IDENTITY}` = {_quote(identity)}"
+        query = f"tags.`{Tag.KIND}` = {quoted(KIND)} and tags.`{Tag.JUDGE_IDENTITY}` = {quoted(identity)}"
         found = {}
         for run in self.store.search_runs([self.experiment_id], query):
             tags = run.data.tags

@@ -47,7 +47,7 @@ from ragtrack.llm.base import TransientError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
 from ragtrack.tracking.export_failures import cause, heard
-from ragtrack.tracking.store import Store, Tag, _quote, first_line
+from ragtrack.tracking.store import Store, Tag, first_line, quoted, trace_id_filters
 from ragtrack.tracking.traces import context_of, export_batches, retriever_document, stage_of, stage_span
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
@@ -178,9 +178,8 @@ class ProductionLog:
         them (the trace's own span count is written apart from the spans: a span write lost to SQLite's
         lock left a trace that said 2 spans and had 1)."""
         kept: set[str] = set()
-        for i in range(0, len(trace_ids), 100):
-            ids = ", ".join(_quote(t) for t in trace_ids[i : i + 100])
-            kept.update(t.info.trace_id for t in self._traces(f"request_id IN ({ids})", spans=True) if _whole(t))
+        for listed in trace_id_filters(trace_ids):
+            kept.update(t.info.trace_id for t in self._traces(listed, spans=True) if _whole(t))
         return kept
 
     def _trace(self, m: ProductionMessage) -> str:
@@ -325,7 +324,7 @@ class TraceExperiment:
     @staticmethod
     def session_is(conversation: str) -> str:
         """A search filter: the traces of one conversation."""
-        return f"metadata.`{TraceExperiment.SESSION}` = {_quote(conversation)}"
+        return f"metadata.`{TraceExperiment.SESSION}` = {quoted(conversation)}"
 
 
 def export_chunk() -> int:
@@ -375,7 +374,7 @@ def _answers(tracking_uri: str, where: str) -> None:
 
 def _filter(source: str | None, app: str | None) -> str:
     clauses = [
-        f"tags.`{tag}` = {_quote(value)}"
+        f"tags.`{tag}` = {quoted(value)}"
         for tag, value in ((Tag.PRODUCTION_SOURCE, source), (Tag.PRODUCTION_APP, app))
         if value
     ]

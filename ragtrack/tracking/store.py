@@ -460,7 +460,7 @@ class Store:
             (Tag.MODEL_VERSION, model_version),
         ):
             if value:
-                clauses.append(f"tags.`{tag}` = {_quote(value)}")
+                clauses.append(f"tags.`{tag}` = {quoted(value)}")
         found = self.search_runs([self.experiment_id], " and ".join(clauses), ["attributes.start_time DESC"])
         return [_summary(r) for r in found]
 
@@ -512,11 +512,11 @@ class Store:
     # ------------------------------------------------------------ registry
     def model_versions(self, version: str | None = None, spec_hash: str | None = None) -> list:
         """Registry versions of the project's model (of one agent version / spec hash), newest first."""
-        query = f"name={_quote(self.registered_model)}"
+        query = f"name={quoted(self.registered_model)}"
         if version:
-            query += f" and tags.`{Tag.VERSION}` = {_quote(version)}"
+            query += f" and tags.`{Tag.VERSION}` = {quoted(version)}"
         if spec_hash:
-            query += f" and tags.`{Tag.SPEC_HASH}` = {_quote(spec_hash)}"
+            query += f" and tags.`{Tag.SPEC_HASH}` = {quoted(spec_hash)}"
         found, token = [], None
         try:
             while True:
@@ -735,9 +735,16 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 40].rstrip() + "\n\n… (cut to fit MLflow's limit)"
 
 
-def _quote(value: str) -> str:
+def quoted(value: str) -> str:
     """A string literal for an MLflow search filter."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def trace_id_filters(trace_ids: list[str], size: int = 100) -> Iterator[str]:
+    """Trace search filters that together select ``trace_ids``, ``size`` IDs each (one filter of
+    thousands of IDs is a statement SQLite and PostgreSQL may refuse)."""
+    for i in range(0, len(trace_ids), size):
+        yield f"request_id IN ({', '.join(quoted(t) for t in trace_ids[i : i + size])})"
 
 
 def _summary(run) -> RunSummary:

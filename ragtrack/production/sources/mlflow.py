@@ -62,7 +62,7 @@ from ragtrack.production.sources.dify import (
     spec_endpoint,
 )
 from ragtrack.tracking.production import TraceExperiment
-from ragtrack.tracking.store import _quote, resolve_tracking_uri
+from ragtrack.tracking.store import resolve_tracking_uri, trace_id_filters
 
 if TYPE_CHECKING:
     from mlflow.entities import Span, Trace, TraceInfo
@@ -151,10 +151,8 @@ class MlflowSource:
         whether every feedback record could be read (a listing with one that could not withdraws none)."""
         assessed = {t.info.trace_id: f for t in self._traces("", spans=False) if (f := _assessed(t.info))}
         ratings: dict[str, UserFeedback] = {}
-        ids = list(assessed)
-        for i in range(0, len(ids), 100):  # a rated trace's spans say which message it holds
-            listed = ", ".join(_quote(t) for t in ids[i : i + 100])
-            for trace in self._traces(f"request_id IN ({listed})", spans=True):
+        for listed in trace_id_filters(list(assessed)):  # a rated trace's spans say which message it holds
+            for trace in self._traces(listed, spans=True):
                 kind, message = _read_or_skip(trace)
                 if message is not None and kind != "dataset_retrieval":
                     ratings[message.message_id] = assessed[trace.info.trace_id]
