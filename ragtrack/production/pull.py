@@ -37,10 +37,10 @@ from ragtrack.production.messages import Coverage, ProductionMessage, hash_user
 from ragtrack.production.sources import PulledMessage, Source, UserFeedback
 from ragtrack.records import ContextRecord, StageRecord
 from ragtrack.secrets import redact
-from ragtrack.tracking.production import ProductionLog, Stored, export_chunk
+from ragtrack.tracking.production import WRITE_CHUNK, ProductionLog, Stored
 
-#: New messages gathered before they are written (in the store's chunks): every write waits for MLflow's
-#: exporter (about a second), so one write per message made a pull of 300 take minutes.
+#: New messages gathered before they are written (:data:`WRITE_CHUNK` at a time): every write ends in a
+#: search that reads its traces back, so one write per message made a pull of 300 take minutes.
 WRITE_BATCH = 200
 
 
@@ -112,9 +112,8 @@ def _pull(
 
     def store() -> None:
         nonlocal unsaved
-        step = export_chunk()
-        for i in range(0, len(pending), step):  # oldest first, each chunk in the store before the next
-            chunk = pending[i : i + step]
+        for i in range(0, len(pending), WRITE_CHUNK):  # oldest first, each chunk in the store before the next
+            chunk = pending[i : i + WRITE_CHUNK]
             for message, trace_id in zip(chunk, log.write(chunk), strict=True):
                 index(message.app)[message.message_id] = Stored(
                     trace_id, message.rating, message.comment, None, message.user

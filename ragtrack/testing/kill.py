@@ -4,8 +4,9 @@ For the crash tests of promotion: the process dies between two of
 :data:`ragtrack.tracking.promotion.STEPS`, chosen by name rather than by timing,
 as a cancelled CI job dies (no ``finally`` runs, nothing is flushed).
 
-``trace:N`` instead of a step: SIGKILLed as a ``logs pull`` hands its N-th production trace to
-MLflow's exporter — mid-write, with the traces before it partly exported, the harshest point.
+``trace:N`` instead of a step: SIGKILLed as a ``logs pull`` stores its N-th production trace — mid-write:
+the traces of its chunk before it have their info and rating stored and none of their spans, the
+harshest point.
 """
 
 from __future__ import annotations
@@ -38,19 +39,19 @@ def main() -> None:
 
 
 def _kill_at_trace(n: int) -> None:
-    from ragtrack.tracking.production import ProductionLog
+    from mlflow.tracing.client import TracingClient
 
-    trace = ProductionLog._trace
+    start_trace = TracingClient.start_trace
     count = 0
 
-    def counted(self, message):
+    def counted(self, trace_info):
         nonlocal count
         count += 1
         if count == n:
             os.kill(os.getpid(), signal.SIGKILL)
-        return trace(self, message)
+        return start_trace(self, trace_info)
 
-    ProductionLog._trace = counted
+    TracingClient.start_trace = counted
 
 
 if __name__ == "__main__":

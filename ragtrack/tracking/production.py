@@ -36,7 +36,6 @@ import mlflow
 from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback, SpanType, Trace, TraceInfo
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
-from mlflow.environment_variables import MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE
 from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
@@ -46,9 +45,10 @@ from ragtrack.errors import StoreError
 from ragtrack.llm.base import TransientError
 from ragtrack.production.messages import ProductionMessage, epoch_ms, utc_iso
 from ragtrack.secrets import without_credentials
-from ragtrack.tracking.export_failures import cause, heard
+from ragtrack.tracking.export_failures import cause
 from ragtrack.tracking.store import Store, Tag, first_line, quoted, trace_id_filters
-from ragtrack.tracking.traces import context_of, export_batches, retriever_document, stage_of, stage_span
+from ragtrack.tracking.trace_writer import TraceBatch
+from ragtrack.tracking.traces import context_of, retriever_document, stage_of, stage_span
 
 #: The experiment beside the eval experiment that holds production traces: ``<experiment>-production``.
 PRODUCTION = "production"
@@ -58,6 +58,9 @@ RETRIEVE_SPAN = "retrieve"
 SPANS = 2  # a complete production trace: the root and its retrieve span, and a span per workflow node
 NODE_SPANS = "node_spans"  # the root span's attribute: how many node spans the trace has
 WRITE_ATTEMPTS = 3  # a message whose trace the store did not keep is written again, this many times in all
+#: Messages a pull writes in one step (one :meth:`ProductionLog.write`, then a progress line): about 2 s
+#: of writing on a quiet machine, under the 10 s a command may stay silent on a loaded one.
+WRITE_CHUNK = 100
 _SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
 
 
@@ -141,34 +144,37 @@ class ProductionLog:
     def write(self, messages: list[ProductionMessage]) -> list[str]:
         """One trace per message, in the store before this returns; their trace IDs, in order.
 
-        Written at the store's pace: MLflow's exporter hands traces to a queue that drops, with a
-        warning, what it is given while full (a pull of a 10,000-message conversation lost 9,174), so
-        they go in chunks that fill half of it at most, each written whole before the next is handed
-        over. And the exporter reports a failed write as a warning, or only at debug level (a span
-        write that met SQLite's lock on a loaded machine lost one trace in 166), and goes on: the
-        traces are looked up once written, those the store did not keep whole are written again, and
-        any still missing after
-        :data:`WRITE_ATTEMPTS` is an error naming why (the pull's cursor does not move past them)."""
+        Written in one batch (:class:`~ragtrack.tracking.trace_writer.TraceBatch`: a trace's info and
+        rating in one transaction each, all their spans in one more) and read back. A trace the store
+        did not keep whole (a span write lost) is written again, up to :data:`WRITE_ATTEMPTS` times in
+        all; a write the store refused (a locked SQLite file, a full disk) is not tried again. What is
+        still missing then is an error naming why (the pull's cursor does not move past it). Give it a
+        chunk of a pull at a time (:data:`WRITE_CHUNK`): a batch is held in memory whole."""
+        with _store_errors("read back the production traces it wrote"):
+            return self._write(messages)
+
+    def _write(self, messages: list[ProductionMessage]) -> list[str]:
         ids: list[str | None] = [None] * len(messages)
-        with heard() as warnings:
-            for _ in range(WRITE_ATTEMPTS):
-                todo = [n for n, t in enumerate(ids) if t is None]
-                if not todo:
-                    break
-                written: dict[int, str] = {}
-                for chunk in _chunks(todo, messages):
-                    written |= {n: self._trace(messages[n]) for n in chunk}
-                    mlflow.flush_trace_async_logging()
-                kept = self._complete(list(written.values()))
-                for n, trace_id in written.items():
-                    ids[n] = trace_id if trace_id in kept else None
-                if partial := [t for t in written.values() if t not in kept]:
-                    with contextlib.suppress(MlflowException):  # half-written ones, if any: written again
-                        self.store.client.delete_traces(self.experiment_id, trace_ids=partial)
+        said: list[str] = []  # what the store said when it refused a write
+        attempts = 0
+        while attempts < WRITE_ATTEMPTS and not said and (todo := [n for n, t in enumerate(ids) if t is None]):
+            attempts += 1
+            with TraceBatch(self.store) as batch:
+                built = {n: self._trace(messages[n], batch) for n in todo}
+            try:
+                batch.write(self.experiment_id)
+            except MlflowException as e:  # what was stored before it failed is found by the read-back
+                said.append(str(e.message))
+            kept = self._complete(list(built.values()))
+            for n, trace_id in built.items():
+                ids[n] = trace_id if trace_id in kept else None
+            if partial := [t for t in built.values() if t not in kept]:
+                with contextlib.suppress(MlflowException):  # half-written ones, if any: written again
+                    self.store.client.delete_traces(self.experiment_id, trace_ids=partial)
         if lost := sum(t is None for t in ids):
             raise StoreError(
                 f"the tracking store kept no trace of {lost} of {len(messages)} production messages after "
-                f"{WRITE_ATTEMPTS} attempts: {cause(warnings)}; pull again once the store is fixed "
+                f"{attempts} attempt(s): {cause(said)}; pull again once the store is fixed "
                 "(what was stored is kept)"
             )
         return [t for t in ids if t is not None]
@@ -182,7 +188,7 @@ class ProductionLog:
             kept.update(t.info.trace_id for t in self._traces(listed, spans=True) if _whole(t))
         return kept
 
-    def _trace(self, m: ProductionMessage) -> str:
+    def _trace(self, m: ProductionMessage, batch: TraceBatch) -> str:
         start = epoch_ms(m.created_at) * 1_000_000
         tags = {
             Tag.PRODUCTION_SOURCE: m.source,
@@ -213,6 +219,7 @@ class ProductionLog:
                 "MLflow tracing is disabled or sampled out in this process (MLFLOW_TRACE_SAMPLING_RATIO, "
                 "mlflow.tracing.disable()): production messages are stored as traces; enable it and pull again"
             )
+        batch.own(root)
         span = mlflow.start_span_no_context(
             RETRIEVE_SPAN,
             span_type=SpanType.RETRIEVER,
@@ -325,19 +332,6 @@ class TraceExperiment:
     def session_is(conversation: str) -> str:
         """A search filter: the traces of one conversation."""
         return f"metadata.`{TraceExperiment.SESSION}` = {quoted(conversation)}"
-
-
-def export_chunk() -> int:
-    """Production messages written in one step of a pull: as many three-task traces (two spans and the
-    trace; the rating is written with the trace) as fill half the exporter's queue (a workflow run's
-    node spans make its trace cost more: :meth:`ProductionLog.write` chunks by what each costs)."""
-    return max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2 // (SPANS + 1))
-
-
-def _chunks(todo: list[int], messages: list[ProductionMessage]) -> Iterator[list[int]]:
-    """``todo`` (indexes of ``messages``) in runs the exporter takes whole: a message costs a task per
-    span and one for the trace, so a workflow run with its nodes costs more."""
-    return export_batches(todo, lambda n: SPANS + len(messages[n].stages) + 1)
 
 
 @contextmanager

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import mlflow
 from mlflow.entities import (
@@ -45,7 +44,7 @@ from mlflow.entities import (
     TraceInfo,
 )
 from mlflow.entities.span import NO_OP_SPAN_TRACE_ID
-from mlflow.environment_variables import MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE
+from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
 
@@ -53,10 +52,9 @@ from ragtrack.agent import STAGE_KINDS
 from ragtrack.errors import StoreError
 from ragtrack.evaluation.judges import HEURISTIC
 from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
-from ragtrack.tracking.export_failures import cause, heard
+from ragtrack.tracking.export_failures import cause
 from ragtrack.tracking.store import Store, Tag
-
-T = TypeVar("T")
+from ragtrack.tracking.trace_writer import TraceBatch
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +83,20 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
         AssessmentSourceType.CODE if judge == HEURISTIC else AssessmentSourceType.LLM_JUDGE, run.judge_identity
     )
     wrote: list[str] = []
-    with heard() as said:
-        for batch in _batches([r for r in records if r.id not in done]):
-            wrote += [r.id for r in batch if _trace(store, run, model_id, r, source)]
-            mlflow.flush_trace_async_logging()  # written before the next batch, and before the run is closed
+    said: list[str] = []  # what the store said when a write failed
+    for batch in _batches([r for r in records if r.id not in done]):
+        with TraceBatch(store) as traces:
+            traced = [r.id for r in batch if _trace(store, run, model_id, r, source, traces)]
+        try:
+            traces.write(store.experiment_id)
+        except MlflowException as e:  # the read-back below finds what was stored before it failed
+            said.append(str(e.message))
+            wrote += traced
+            break
+        wrote += traced
     if wrote:
-        # MLflow's exporter reports a failed write as a warning and goes on: a run missing traces must
-        # not be closed as complete. Left unfinished, the same command logs them again.
+        # A run missing traces must not be closed as complete: left unfinished, the same command logs
+        # them again.
         kept = item_traces(store, run.run_id)
         if lost := [i for i in wrote if i not in kept]:
             raise StoreError(
@@ -102,32 +107,13 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     return len(wrote)
 
 
+#: Items whose traces are written in one batch (held in memory whole until written).
+TRACE_BATCH = 100
+
+
 def _batches(records: list[ItemRecord]) -> Iterator[list[ItemRecord]]:
-    """The records in batches whose traces MLflow's asynchronous exporter takes without dropping any
-    (:func:`export_batches`): the root span, each stage's span and the trace are a task each."""
-    return export_batches(records, lambda r: 2 + len(_child_stages(r)))
-
-
-def export_batches(things: list[T], cost: Callable[[T], int]) -> Iterator[list[T]]:
-    """``things`` in batches whose traces MLflow's asynchronous exporter takes without dropping any,
-    ``cost`` the export tasks of one thing's trace.
-
-    Its queue holds ``MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE`` export tasks (1 000) — one per span
-    and one per trace — and drops, with a warning, a task handed to it while full: an eval of 1 000
-    items lost a third of its traces. A batch fills half the queue at most, and is written before the
-    next is handed over."""
-    room = max(1, MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE.get() // 2)
-    batch: list[T] = []
-    tasks = 0
-    for thing in things:
-        spent = cost(thing)
-        if batch and tasks + spent > room:
-            yield batch
-            batch, tasks = [], 0
-        batch.append(thing)
-        tasks += spent
-    if batch:
-        yield batch
+    for i in range(0, len(records), TRACE_BATCH):
+        yield records[i : i + TRACE_BATCH]
 
 
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
@@ -196,7 +182,9 @@ def _last_assessment(r: ItemRecord) -> str:
     return retrieval_feedback(logged[0]) if logged else EXPECTED_PASSAGES
 
 
-def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, judge: AssessmentSource) -> bool:
+def _trace(
+    store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, judge: AssessmentSource, batch: TraceBatch
+) -> bool:
     """Log the item's trace with its assessments; False when tracing is off or sampled out.
 
     The assessments are logged while the root span is the active one, so MLflow keeps them with
@@ -229,6 +217,7 @@ def _trace(store: Store, run: RunSummary, model_id: str | None, r: ItemRecord, j
     if not root.trace_id or root.trace_id == NO_OP_SPAN_TRACE_ID:
         log.warning("tracing is disabled or sampled out: item %s has no trace", r.id)
         return False
+    batch.own(root)
     for stage in stages:
         stage_span(root, stage, set(r.gt_context_ids))
     if r.errors:
