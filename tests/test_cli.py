@@ -509,6 +509,7 @@ def test_ui_against_a_tracking_server_names_its_ui_instead_of_crashing_mlflow_ui
     assert "pw" not in result.output
 
 
+@pytest.mark.slow  # a server as a process (docs/contributing.md: what is marked slow)
 def test_ragtrack_ui_stops_the_whole_server_on_sigterm(project):
     """`ragtrack ui` became `mlflow ui`, whose uvicorn workers outlived a SIGTERM, holding the port."""
     import os

@@ -485,7 +485,7 @@ def test_a_run_whose_traces_the_store_lost_is_left_unfinished_and_the_same_comma
     def write_losing_one(self, experiment_id, traces=None):
         written = real_write(self, experiment_id, traces)
         if not lost and written:
-            self.store.client.delete_traces(experiment_id, trace_ids=written[:1])
+            self.client.delete_traces(experiment_id, trace_ids=written[:1])
             lost.append(written[0])
         return written
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlflow
+from mlflow import MlflowClient
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Document, SpanEvent, SpanStatusCode, SpanType
 from mlflow.tracing.constant import SpanAttributeKey, TokenUsageKey, TraceMetadataKey
 from mlflow.tracing.provider import safe_set_span_in_context
@@ -39,6 +40,7 @@ from ragtrack.production.messages import epoch_ms
 from ragtrack.testing.conversations import Conversation, ConversationLog, Turn
 from ragtrack.testing.dify_workflow import NodeRun, Workflow, WorkflowRun
 from ragtrack.testing.knowledge import stable_id
+from ragtrack.tracking.trace_writer import TraceBatch
 
 SHAPES = ("chat", "workflow", "advanced-chat")
 TENANT = str(stable_id("tenant"))
@@ -62,14 +64,15 @@ def write_dify_traces(log: ConversationLog, app: str, experiment_id: str, shape:
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}")
     turns = 0
-    for c in log.of_app(app, deleted=True):
-        for t in log.visible(c):
-            if shape == "chat":
-                _chatbot(app, c, t, experiment_id)
-            else:
-                _workflow(app, c, t, experiment_id, shape)
-            turns += 1
-    mlflow.flush_trace_async_logging()
+    with TraceBatch(MlflowClient()) as batch:  # stored as MLflow's exporter stores them, in fewer store calls
+        for c in log.of_app(app, deleted=True):
+            for t in log.visible(c):
+                if shape == "chat":
+                    _chatbot(app, c, t, experiment_id, batch)
+                else:
+                    _workflow(app, c, t, experiment_id, shape, batch)
+                turns += 1
+    batch.write(experiment_id)
     return turns
 
 
@@ -85,7 +88,7 @@ def _set_user(span, user: str, conversation: str | None) -> None:
         mlflow.update_current_trace(metadata=metadata)
 
 
-def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str) -> None:
+def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str, batch: TraceBatch) -> None:
     metadata = {
         "conversation_id": c.id,
         "ls_provider": "openai",
@@ -112,6 +115,7 @@ def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str) -> None:
             experiment_id=experiment_id,
             start_time_ns=_ns(t.created_at),
         )
+        batch.own(span)
         documents = [
             {
                 "page_content": r.text,
@@ -154,6 +158,7 @@ def _chatbot(app: str, c: Conversation, t: Turn, experiment_id: str) -> None:
         experiment_id=experiment_id,
         start_time_ns=_ns(t.created_at),
     )
+    batch.own(span)
     _set_user(span, session_of(c), c.id)
     span.end(outputs=t.answer, end_time_ns=_ns(t.created_at, 1.2))
 
@@ -167,6 +172,7 @@ def _workflow_root(
     conversation: str | None,
     status: str,
     tokens: int,
+    batch: TraceBatch,
 ):
     """A workflow run's root span: inputs the query, attributes the run's metadata (Dify's
     ``WorkflowTraceInfo.metadata``), MLflow's user and session metadata; ``at``: (experiment, start ns)."""
@@ -193,16 +199,17 @@ def _workflow_root(
         experiment_id=at[0],
         start_time_ns=at[1],
     )
+    batch.own(root)
     _set_user(root, user, conversation)
     return root
 
 
-def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str) -> None:
+def _workflow(app: str, c: Conversation, t: Turn, experiment_id: str, shape: str, batch: TraceBatch) -> None:
     chatflow = shape == "advanced-chat"
     run = str(stable_id("workflow-run", t.id))
     conversation = c.id if chatflow else None
     at = (experiment_id, _ns(t.created_at))
-    root = _workflow_root(app, run, t.question, at, session_of(c), conversation, "succeeded", 160)
+    root = _workflow_root(app, run, t.question, at, session_of(c), conversation, "succeeded", 160, batch)
     nodes = [("Start", "start", SpanType.CHAIN, {"query": t.question}, {"query": t.question})]
     documents = [
         Document(
@@ -283,30 +290,32 @@ def write_workflow_runs(runs: list[TracedRun], workflow: Workflow, app: str, exp
     usage as attributes, an LLM node's text alone as outputs, a retrieval node's result as documents,
     a node that did not succeed an ERROR span with an ``exception`` event. Node times are the stream's:
     each node takes ``0.01 × its place`` seconds, one after the other. The run IDs, in order."""
-    ids = []
-    for traced in runs:
-        run, run_id = traced.run, run_id_of(traced)
-        status = "failed" if run.failed else "succeeded"
-        conversation = str(stable_id("conversation", run_id)) if workflow.chat else None
-        start = _ns(traced.created_at)
-        tokens = sum(n.tokens for n in run.nodes)
-        at = (experiment_id, start)
-        root = _workflow_root(app, run_id, run.question, at, traced.user, conversation, status, tokens)
-        for index, n in enumerate(run.nodes, start=1):
-            end = start + int(0.01 * index * 1e9)
-            _node_span(root, app, run_id, n, (start, end))
-            start = end
-        if run.failed:
-            error = next(n.error for n in run.nodes if n.error)
-            root.set_status(SpanStatusCode.ERROR)
-            root.add_event(SpanEvent("exception", attributes={"exception.message": error, "exception.type": "Error"}))
-        root.end(outputs=workflow.outputs(run, "answer") or {}, end_time_ns=start)
-        ids.append(run_id)
-        if traced.rating:
-            mlflow.flush_trace_async_logging()
-            human = AssessmentSource(AssessmentSourceType.HUMAN, traced.user)
-            mlflow.log_feedback(trace_id=root.trace_id, name="thumbs", value=traced.rating, source=human)
-    mlflow.flush_trace_async_logging()
+    ids, rated = [], []
+    with TraceBatch(MlflowClient()) as batch:
+        for traced in runs:
+            run, run_id = traced.run, run_id_of(traced)
+            status = "failed" if run.failed else "succeeded"
+            conversation = str(stable_id("conversation", run_id)) if workflow.chat else None
+            start = _ns(traced.created_at)
+            tokens = sum(n.tokens for n in run.nodes)
+            at = (experiment_id, start)
+            root = _workflow_root(app, run_id, run.question, at, traced.user, conversation, status, tokens, batch)
+            for index, n in enumerate(run.nodes, start=1):
+                end = start + int(0.01 * index * 1e9)
+                _node_span(root, app, run_id, n, (start, end))
+                start = end
+            if run.failed:
+                error = {"exception.message": next(n.error for n in run.nodes if n.error), "exception.type": "Error"}
+                root.set_status(SpanStatusCode.ERROR)
+                root.add_event(SpanEvent("exception", attributes=error))
+            root.end(outputs=workflow.outputs(run, "answer") or {}, end_time_ns=start)
+            ids.append(run_id)
+            if traced.rating:
+                rated.append((root.trace_id, traced))
+    batch.write(experiment_id)
+    for trace_id, traced in rated:  # a thumb comes later than its run, to a stored trace
+        human = AssessmentSource(AssessmentSourceType.HUMAN, traced.user)
+        mlflow.log_feedback(trace_id=trace_id, name="thumbs", value=traced.rating, source=human)
     return ids
 
 

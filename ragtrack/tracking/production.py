@@ -159,7 +159,7 @@ class ProductionLog:
         attempts = 0
         while attempts < WRITE_ATTEMPTS and not said and (todo := [n for n, t in enumerate(ids) if t is None]):
             attempts += 1
-            with TraceBatch(self.store) as batch:
+            with TraceBatch(self.store.client) as batch:
                 built = {n: self._trace(messages[n], batch) for n in todo}
             try:
                 batch.write(self.experiment_id)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from mlflow import MlflowClient
 from mlflow.entities import LiveSpan, Trace
 from mlflow.tracing.provider import _get_span_processor, _get_tracer
 from mlflow.tracing.trace_manager import InMemoryTraceManager
@@ -35,17 +36,15 @@ from mlflow.tracing.utils import add_size_stats_to_trace_metadata
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from ragtrack.tracking.store import Store
-
 _swap = threading.Lock()  # one batch at a time swaps the processor's exporter
 
 
 class TraceBatch:
-    """``with TraceBatch(store) as batch:`` — start roots, :meth:`own` them, end them; then
-    :meth:`write` the finished traces (in the order their roots ended)."""
+    """``with TraceBatch(client) as batch:`` — start roots, :meth:`own` them, end them; then
+    :meth:`write` the finished traces (in the order their roots ended) through ``client``."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, client: MlflowClient):
+        self.client = client
         self.finished: list[Trace] = []
         self._ours: set[int] = set()
         self._processor = None
@@ -86,7 +85,7 @@ class TraceBatch:
             traces, self.finished = self.finished, []
         if not traces:
             return []
-        tracing = self.store.client._tracing_client
+        tracing = self.client._tracing_client
         for trace in traces:
             add_size_stats_to_trace_metadata(trace)  # the span count MLflow writes with every trace
             tracing.start_trace(trace.info)

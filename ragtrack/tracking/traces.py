@@ -85,7 +85,7 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     wrote: list[str] = []
     said: list[str] = []  # what the store said when a write failed
     for batch in _batches([r for r in records if r.id not in done]):
-        with TraceBatch(store) as traces:
+        with TraceBatch(store.client) as traces:
             traced = [r.id for r in batch if _trace(store, run, model_id, r, source, traces)]
         try:
             traces.write(store.experiment_id)
