@@ -3,10 +3,11 @@
 For each version and corpus size (the shipped KB, and the KB ×10: nine more copies
 under renamed folders, so every golden ID still resolves) it runs ``ragtrack eval``
 four times in a fresh project: the first run builds the index (timed as "index"),
-the faster of the next two (cached index, query vectors dropped before each: the
-questions are new to the project) gives the per-item time and the shares of the
-phases (items, logging), and the fourth ("seen") reuses the query vectors the
-others kept, as every later eval of the same golden set does. The floor, measured next in the same project, is
+the faster of the next two (cached index, the vector cache dropped before each: the
+questions are new to the project, and so are the sentences of the units they
+retrieve, which a first eval encodes as it goes) gives the per-item time and the
+shares of the phases (items, logging), and the fourth ("seen") reuses the vectors
+the others kept, as every later eval of the same golden set does. The floor, measured next in the same project, is
 what an item cannot avoid: one batched query encode and one search of the
 version's retrieval mode (best of three passes over the golden set). A second floor puts
 every text the version encodes for the item into that one batch (for v5 its
@@ -61,7 +62,7 @@ def measure(version: str, scale: int, repo: Path, floors: bool) -> dict:
         root = make_project(Path(tmp) / "project", repo, scale)
         figures: dict = {}
         for label in ("cold", "warm", "warm again", "seen"):
-            if label.startswith("warm"):  # the query vectors the cold run kept (a commit without them: no-op)
+            if label.startswith("warm"):  # the vectors the cold run kept (a commit without them: no-op)
                 shutil.rmtree(root / ".ragtrack" / "cache" / "vectors", ignore_errors=True)
             marks: dict[str, float] = {"begin": time.perf_counter()}
 

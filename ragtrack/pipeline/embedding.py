@@ -134,7 +134,7 @@ class Embedder(Embeddings):
             if missing:
                 self.texts_embedded += len(missing)
                 self.encode_calls += 1
-                vectors = self._encode(missing)
+                vectors = self._encode(missing, quiet=keep)
                 found.update(zip(missing, vectors, strict=True))
                 if self.cache is not None:
                     self.cache.put(missing, vectors)
@@ -156,19 +156,21 @@ class Embedder(Embeddings):
                 self._recent.popitem(last=False)
         return np.stack(rows)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        """The model's vectors for ``texts``; past a few batches, in slices that each report progress."""
+    def _encode(self, texts: list[str], quiet: bool = False) -> np.ndarray:
+        """The model's vectors for ``texts``; past a few batches, in slices that each report progress
+        (unless ``quiet``: a question's texts, its retrieved units' sentences included, whose progress
+        is the eval's own)."""
         model = self._loaded()
         step = self.batch_size * PROGRESS_BATCHES
-        if self._on_stage is None or len(texts) <= step:
+        # A slice takes seconds on a quiet machine and can take far longer on a busy one: the heartbeat
+        # keeps the terminal from going silent between two progress lines (a question's own few texts
+        # are not worth its thread).
+        say = self._on_stage if len(texts) > self.batch_size and not quiet else None
+        if say is None or len(texts) <= step:
             slices = [texts]
         else:
             slices = [texts[start : start + step] for start in range(0, len(texts), step)]
         parts, done = [], 0
-        # A slice takes seconds on a quiet machine and can take far longer on a busy one: the heartbeat
-        # keeps the terminal from going silent between two progress lines (a question's own few texts
-        # are not worth its thread).
-        say = self._on_stage if len(texts) > self.batch_size else None
         if say is not None:  # the model's loading said its own lines: this one starts the encode's clock
             say(f"embedding {len(texts)} texts: 0/{len(texts)}")
         with heartbeat(say, f"embedding {len(texts)} texts"):
