@@ -43,7 +43,7 @@ CACHE_KINDS: Registry[CacheKind] = Registry(
     {
         kind.name: kind
         for kind in [
-            CacheKind("index", "index", "retrieval indexes of pipeline versions (units, FAISS, sentence vectors)"),
+            CacheKind("index", "index", "retrieval indexes of pipeline versions (units, FAISS)"),
             CacheKind(
                 "vectors",
                 "vectors",

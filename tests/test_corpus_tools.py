@@ -166,3 +166,7 @@ def test_a_large_encode_is_never_silent_for_longer_than_the_heartbeat(embedder, 
     quiet: list[str] = []
     Embedder(embedder.model_info, batch_size=16, on_stage=quiet.append).encode(["one question"])
     assert not any("still embedding" in line for line in quiet)  # a question's encode starts no heartbeat
+    units: list[str] = []  # the sentences of a question's retrieved units: the eval's progress speaks for them
+    sentences = [f"sentence {n}" for n in range(9)]
+    Embedder(embedder.model_info, batch_size=2, on_stage=units.append).encode(sentences, keep=True)
+    assert not any("embedding" in line for line in units), units

@@ -66,18 +66,29 @@ def test_second_build_is_served_from_cache_without_embedding(project, tiny_corpu
     assert not list(folder.glob("*.pkl"))
 
 
-def test_a_fresh_build_keeps_the_vectors_it_computed(project, tiny_corpus, embedder):
+def test_a_build_encodes_its_chunks_and_an_answer_the_sentences_it_retrieved_once(project, tiny_corpus, embedder):
+    """Sentences are encoded when a question first retrieves their unit, not at build time, and kept:
+    asked again (its query vector forgotten), only the question is encoded."""
     from ragtrack.pipeline.embedding import Embedder
+    from ragtrack.pipeline.generate import answer_sentences
 
-    fresh = Embedder(embedder.model_info)  # knows nothing yet
+    fresh = Embedder(embedder.model_info)  # knows nothing yet, no vector cache
     agent = pipeline_agent(project, tiny_corpus, fresh, "v1")
     assert not agent.index_stats.from_cache
+    assert fresh.texts_embedded == len({c.text for c in agent.chunks.values()})  # the dense index's, no more
+    folder = project / ".ragtrack" / "cache" / "index" / agent.index_stats.key
+    assert sorted(f.name for f in folder.iterdir()) == ["dense.faiss", "units.json"]  # no vectors beside it
+    built = fresh.texts_embedded
+    question = "What is the default cfg value?"
+    out = agent.answer(question)
+    # Its sentences, less any that is a whole chunk (encoded for the index already).
+    sentences = {s for c in out.contexts for s in answer_sentences(c.text)} - {c.text for c in agent.chunks.values()}
+    assert len(sentences) > 4 and question not in sentences
+    assert fresh.texts_embedded == built + 1 + len(sentences)
     fresh.forget_recent()  # drops query-time vectors only
-    embedded = fresh.texts_embedded
-    agent.answer("What is the default cfg value?")
-    # The question is the one new text: the candidate sentences were embedded at build time and
-    # kept, as when the index comes from the cache.
-    assert fresh.texts_embedded == embedded + 1
+    again = agent.answer(question)
+    assert fresh.texts_embedded == built + 1 + len(sentences) + 1, "the question alone, encoded again"
+    assert again.answer == out.answer
 
 
 def test_v1_agent_answers_extractively_with_mapped_ids(project, tiny_corpus, embedder):
@@ -149,6 +160,7 @@ def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_co
     from ragtrack.agent import AgentContext
     from ragtrack.config import load_config
     from ragtrack.pipeline.agent import PipelineAgent
+    from ragtrack.pipeline.generate import answer_sentences
 
     def agent():
         return PipelineAgent(load_spec("v1", project / "pipelines"), AgentContext(tiny_corpus, load_config(project)))
@@ -163,7 +175,9 @@ def test_a_damaged_vector_cache_is_reported_and_the_run_goes_on(project, tiny_co
     path.write_bytes(b"not a database, a crash or a bad copy" * 100)
     second = agent()
     out = second.answer("What is the default cfg value?")
-    assert second.embedder.texts_embedded == 1  # encoded again, not read back
+    # Encoded again, not read back: the question and its contexts' sentences (no chunk: the index is cached).
+    sentences = {s for c in out.contexts for s in answer_sentences(c.text)}
+    assert second.index_stats.from_cache and second.embedder.texts_embedded == 1 + len(sentences)
     assert out.answer == expected.answer
     assert "vector cache" in caplog.text and "encoding without it" in caplog.text
 
@@ -234,29 +248,39 @@ def test_the_model_identity_is_its_bytes_and_is_remembered(tmp_path):
 
 def test_a_build_after_another_chunking_encodes_only_the_texts_it_did_not(project, tiny_corpus, monkeypatch):
     """v3 built after v1 (each as a new process would: its own embedder) encodes only what v1 did
-    not; the texts each needs are counted from their indexes, independently of the cache."""
+    not, and so does its answer (read back from the shared vector cache); the texts each needs are
+    counted from their indexes and contexts, independently of the cache."""
     from ragtrack.agent import AgentContext
     from ragtrack.caches import cache_path
     from ragtrack.config import load_config
-    from ragtrack.pipeline.agent import PipelineAgent, _query_time_texts
-    from ragtrack.pipeline.chunking import Units
+    from ragtrack.pipeline.agent import PipelineAgent
+    from ragtrack.pipeline.generate import answer_sentences
 
     shared = project.parent / "shared-vectors"
     monkeypatch.setenv("RAGTRACK_VECTOR_CACHE", str(shared))
 
+    question = "What is the default cfg value?"
+
     def build(version):
         ctx = AgentContext(tiny_corpus, load_config(project))
         agent = PipelineAgent(load_spec(version, project / "pipelines"), ctx)
-        units = Units(list(agent.chunks.values()), agent.parents)
-        texts = [c.text for c in units.chunks] if agent.mode.needs_dense else []
-        return agent, set(texts) | set(_query_time_texts(units))
+        return agent, {c.text for c in agent.chunks.values()}
+
+    def answer(agent):
+        embedded = agent.embedder.texts_embedded
+        out = agent.answer(question)
+        return agent.embedder.texts_embedded - embedded, {s for c in out.contexts for s in answer_sentences(c.text)}
 
     v1, v1_texts = build("v1")
     assert v1.embedder.cache.path.parent == shared == cache_path(project / ".ragtrack" / "cache", "vectors")
     assert v1.embedder.texts_embedded == len(v1_texts)
+    v1_encoded, v1_sentences = answer(v1)
+    assert v1_encoded == 1 + len(v1_sentences - v1_texts)  # the question and its contexts' sentences
     v3, v3_texts = build("v3")
     assert v3.index_stats.from_cache is False and 0 < len(v3_texts - v1_texts) < len(v3_texts)
     assert v3.embedder.texts_embedded == len(v3_texts - v1_texts)
+    v3_encoded, v3_sentences = answer(v3)  # its parents' sentences: all among v1's contexts' on this corpus
+    assert v3_sentences and v3_encoded == len(v3_sentences - v1_sentences - v1_texts - v3_texts - {question}) == 0
     from ragtrack.api import cache_entries
 
     assert [e.path for e in cache_entries(root=project, kinds=["vectors"])] == [v1.embedder.cache.path]

@@ -25,8 +25,7 @@ from ragtrack.heartbeat import heartbeat
 from ragtrack.llm.accounting import Usage
 from ragtrack.pipeline.chunking import PASSAGE, SECTION, Chunk, UnitContext, Units
 from ragtrack.pipeline.embedding import Embedder, LexicalEmbedder
-from ragtrack.pipeline.generate import answer_sentences
-from ragtrack.pipeline.index import BM25Index, DenseIndex, TextVectors, cache_key, load_index, save_index
+from ragtrack.pipeline.index import BM25Index, DenseIndex, cache_key, load_index, save_index
 from ragtrack.pipeline.models import ResolvedModel, default_embedding, embedding_languages, resolve_model
 from ragtrack.pipeline.qa_pairs import OFFLINE_PAIRS
 from ragtrack.pipeline.rerank import Reranker, rerank
@@ -41,7 +40,10 @@ from ragtrack.text import document_frequencies, keywords
 
 log = logging.getLogger(__name__)
 
-INDEX_LAYOUT = "v2"  # bump when the on-disk index layout changes (v2: index-time text vectors)
+# Bump when the on-disk index layout changes. v2 stored the vectors of every unit's sentences and
+# topics beside the index (texts.json, texts.npy); entries no longer do, and the files of an older v2
+# entry are ignored, so those entries stay valid: their units and dense index are exactly as built now.
+INDEX_LAYOUT = "v2"
 
 if TYPE_CHECKING:
     from ragtrack.golden import Turn
@@ -143,12 +145,18 @@ class PipelineAgent:
         )
 
     def _load_or_build_index(self, ctx: AgentContext) -> tuple[Units, IndexStats, DenseIndex | None]:
+        """The units and the dense index over them (chunk vectors), from the cache or built and cached.
+
+        Nothing else is precomputed: the sentences and topics offline generation compares a question
+        with are encoded when a question first retrieves their unit (``encode(..., keep=True)``), and
+        kept in the vector cache like every text. A first eval encodes only those of the units its
+        questions retrieve (v1 on the shipped set: 637 of the KB's 1,743 sentences), an eval with an LLM
+        none, and the next eval reads them all back from the vector cache, so it encodes nothing."""
         key = self._index_key()
         folder = cache_path(ctx.cache_dir, "index") / key
         cached = load_index(folder, self.embedder, self.mode.needs_dense)
         if cached is not None:
-            units, dense, known = cached
-            self.embedder.know(known.texts, known.vectors)
+            units, dense = cached
             self.setup = Setup("index from cache", from_cache=True)
             return units, IndexStats(len(units.chunks), len(units.parents), True, key), dense
 
@@ -160,15 +168,10 @@ class PipelineAgent:
         with heartbeat(ctx.on_stage, f"building {self.loaded.name}'s index"):
             units = self._build_units()
         dense = DenseIndex.build(units.chunks, self.embedder) if self.mode.needs_dense else None
-        # Everything offline generation compares questions with, embedded now and once: the
-        # sentences of every unit that can be handed to the generator, and the units' topics.
-        texts = list(dict.fromkeys(_query_time_texts(units))) if self.embedder.remembers else []
-        known = TextVectors(texts, self.embedder.encode(texts))
-        self.embedder.know(known.texts, known.vectors)  # as when loaded from the cache: kept, not merely recent
         # This LLM has done nothing but the build so far: its whole accounting is index-time work.
         self.setup = Setup("index built", usage=self.llm.accounting.usage())
         if sum(u.failed for u in self.setup.usage.values()) == 0:
-            save_index(folder, units, dense, known)
+            save_index(folder, units, dense)
         else:
             log.warning("some index-time LLM steps failed; the index is not cached (the LLM cache keeps the rest)")
         return units, IndexStats(len(units.chunks), len(units.parents), False, key), dense
@@ -390,12 +393,3 @@ class PipelineAgent:
             if used:
                 out[f"step.{step}"] = "offline (deterministic)" if offline else f"llm:{self.llm.identity}"
         return out
-
-
-def _query_time_texts(units: Units):
-    """Sentences of the units a generator may be handed (parents, else chunks), then their topics."""
-    handed = list(units.parents.values()) or units.chunks
-    for unit in handed:
-        yield from answer_sentences(unit.text)
-    for unit in handed:
-        yield from unit.metadata.get("topics", ())

@@ -6,7 +6,7 @@ transformers or FlagModel loader would have to be told by hand.
 
 The model is loaded on the first text that must be encoded, not before:
 importing sentence-transformers (torch, transformers) takes seconds, and an
-eval whose index and query vectors are all cached encodes nothing. Once loaded,
+eval whose index and text vectors are all cached encodes nothing. Once loaded,
 it stays loaded for the process (:func:`shared_model`, keyed by model folder
 and device): every agent of a version, and every ``evaluate()`` of a session or
 a notebook, encodes with the one copy instead of reading the weights again.
@@ -65,7 +65,7 @@ def shared_model(path: str, device: str = DEVICE) -> LoadedModel:
 class Embedder(Embeddings):
     """A langchain ``Embeddings`` over a local sentence-transformers model, counting its work."""
 
-    remembers = True  # vectors are worth computing once, at index time, and keeping beside the index
+    remembers = True  # vectors are worth computing once and keeping, in memory and in the vector cache
 
     def __init__(
         self,
@@ -80,11 +80,11 @@ class Embedder(Embeddings):
         self._on_stage = on_stage
         self.batch_size = batch_size
         self._model: LoadedModel | None = None  # see _loaded()
-        self._width: int | None = None  # of the vectors it was told (know()), while the model is not loaded
         self._lock = threading.RLock()
-        # Each text is encoded once: vectors known from the index (sentences, topics) plus the most
-        # recent query-time texts (questions, rewrites, outline points).
-        self._known: dict[str, np.ndarray] = {}
+        # Each text is encoded once: the vectors of the index's units' texts (sentences, topics: see
+        # encode's ``keep``), kept for the embedder's life, plus the most recent query-time texts
+        # (questions, rewrites, outline points).
+        self._kept: dict[str, np.ndarray] = {}
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._remember = remember
         self.cache: VectorCache | None = None  # vectors kept between runs, once attached
@@ -93,8 +93,6 @@ class Embedder(Embeddings):
 
     @property
     def dimension(self) -> int:
-        if self._model is None and self._width is not None:
-            return self._width
         model = self._loaded().model
         # Newer sentence-transformers renamed the method (the old name warns); older ones know only that.
         named = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -120,27 +118,37 @@ class Embedder(Embeddings):
                     self._model = shared_model(self.model_info.path)
             return self._model
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text; texts seen before are not encoded again."""
+    def encode(self, texts: list[str], keep: bool = False) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text; texts seen before are not encoded again.
+
+        ``keep``: ``texts`` are of the index's units (the sentences and topics offline generation
+        compares a question with), encoded when a question first retrieves their unit and kept for
+        the embedder's life: never dropped by :meth:`forget_recent` nor among the ``remember`` most
+        recent, so a unit's texts are encoded (or read from the cache) once per process."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock:  # torch on 2 cores: one batch at a time is fastest and thread-safe
-            missing = [t for t in dict.fromkeys(texts) if t not in self._known and t not in self._recent]
-            if missing and self.cache is not None:
-                kept = self.cache.get(missing)
-                self._recent.update(kept)
-                missing = [t for t in missing if t not in kept]
+            missing = [t for t in dict.fromkeys(texts) if t not in self._kept and t not in self._recent]
+            found = self.cache.get(missing) if missing and self.cache is not None else {}
+            missing = [t for t in missing if t not in found]
             if missing:
                 self.texts_embedded += len(missing)
                 self.encode_calls += 1
-                vectors = self._encode(missing)
-                self._recent.update(zip(missing, vectors, strict=True))
+                vectors = self._encode(missing, quiet=keep)
+                found.update(zip(missing, vectors, strict=True))
                 if self.cache is not None:
                     self.cache.put(missing, vectors)
+            if keep:
+                self._kept.update(found)
+                for text in texts:  # met as a query first, a unit's text now: kept from now on
+                    if text in self._recent:
+                        self._kept[text] = self._recent.pop(text)
+            else:
+                self._recent.update(found)
             rows = []
             for text in texts:
-                if text in self._known:
-                    rows.append(self._known[text])
+                if text in self._kept:
+                    rows.append(self._kept[text])
                 else:
                     self._recent.move_to_end(text)
                     rows.append(self._recent[text])
@@ -148,19 +156,21 @@ class Embedder(Embeddings):
                 self._recent.popitem(last=False)
         return np.stack(rows)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        """The model's vectors for ``texts``; past a few batches, in slices that each report progress."""
+    def _encode(self, texts: list[str], quiet: bool = False) -> np.ndarray:
+        """The model's vectors for ``texts``; past a few batches, in slices that each report progress
+        (unless ``quiet``: a question's texts, its retrieved units' sentences included, whose progress
+        is the eval's own)."""
         model = self._loaded()
         step = self.batch_size * PROGRESS_BATCHES
-        if self._on_stage is None or len(texts) <= step:
+        # A slice takes seconds on a quiet machine and can take far longer on a busy one: the heartbeat
+        # keeps the terminal from going silent between two progress lines (a question's own few texts
+        # are not worth its thread).
+        say = self._on_stage if len(texts) > self.batch_size and not quiet else None
+        if say is None or len(texts) <= step:
             slices = [texts]
         else:
             slices = [texts[start : start + step] for start in range(0, len(texts), step)]
         parts, done = [], 0
-        # A slice takes seconds on a quiet machine and can take far longer on a busy one: the heartbeat
-        # keeps the terminal from going silent between two progress lines (a question's own few texts
-        # are not worth its thread).
-        say = self._on_stage if len(texts) > self.batch_size else None
         if say is not None:  # the model's loading said its own lines: this one starts the encode's clock
             say(f"embedding {len(texts)} texts: 0/{len(texts)}")
         with heartbeat(say, f"embedding {len(texts)} texts"):
@@ -176,19 +186,10 @@ class Embedder(Embeddings):
         return np.concatenate(parts)
 
     def forget_recent(self) -> None:
-        """Drop the query-time vectors (a benchmark times each retriever with its own query encodes)."""
+        """Drop the query-time vectors, not the kept ones (a benchmark times each retriever with its
+        own query encodes)."""
         with self._lock:
             self._recent.clear()
-
-    def know(self, texts: list[str], vectors: np.ndarray) -> None:
-        """Vectors computed earlier (stored beside an index): encode() answers them without the model."""
-        with self._lock:
-            vectors = np.asarray(vectors, dtype=np.float32)
-            self._known.update(zip(texts, vectors, strict=True))
-            if vectors.ndim == 2 and len(vectors):
-                self._width = vectors.shape[1]
-            for text in texts:  # just encoded at index build: known now, no longer taking room among the recent
-                self._recent.pop(text, None)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.encode(texts).tolist()
@@ -224,10 +225,8 @@ class LexicalEmbedder:
     def forget_recent(self) -> None:
         """Nothing remembered, nothing to forget (see ``remembers``)."""
 
-    def know(self, texts: list[str], vectors: np.ndarray) -> None:
-        """Nothing to remember (see ``remembers``)."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], keep: bool = False) -> np.ndarray:
+        """``keep`` is for the interface's sake: nothing is remembered (see ``remembers``)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._vectorizer.transform(texts).toarray().astype(np.float32)

@@ -50,7 +50,7 @@ def closest_sentences(
     if not candidates:
         return []
     q = embedder.encode([query])[0]
-    scores = embedder.encode([s for _, _, s in candidates]) @ q
+    scores = embedder.encode([s for _, _, s in candidates], keep=True) @ q
     picked, seen = [], set()
     for i in np.argsort(-scores, kind="stable"):
         sentence = candidates[i][2]
@@ -150,7 +150,7 @@ class OutlineStep(Step[OutlineInput, tuple[str, ...]]):
         if not topics:
             return ()
         q = self.embedder.encode([inp.question])[0]
-        scores = self.embedder.encode(topics) @ q
+        scores = self.embedder.encode(topics, keep=True) @ q
         order = np.argsort(-scores, kind="stable")[: self.max_points]
         return tuple(topics[i] for i in order)
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import faiss
@@ -80,58 +80,35 @@ class DenseIndex:
         return [(doc.id, float(score)) for doc, score in hits]
 
 
-@dataclass
-class TextVectors:
-    """Texts embedded at index time for use at query time (context sentences, topics), kept on disk."""
-
-    texts: list[str]
-    vectors: np.ndarray
-
-
-def save_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None = None) -> None:
+def save_index(folder: Path, units: Units, dense: DenseIndex | None) -> None:
     """Write atomically (temp folder, then rename): a half-written entry would poison later runs.
     A cache that cannot be written costs the next run a rebuild, never this run its result."""
     try:
-        _write_index(folder, units, dense, known)
+        _write_index(folder, units, dense)
     except OSError as e:
         log.warning("cannot cache the index in %s (%s); the next run builds it again", folder, e.strerror or e)
 
 
-def _write_index(folder: Path, units: Units, dense: DenseIndex | None, known: TextVectors | None) -> None:
+def _write_index(folder: Path, units: Units, dense: DenseIndex | None) -> None:
     with atomic_folder(folder) as tmp:
         payload = {"chunks": [asdict(c) for c in units.chunks], "parents": [asdict(c) for c in units.parents.values()]}
         (tmp / "units.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         if dense is not None:
             faiss.write_index(dense.store.index, str(tmp / "dense.faiss"))
-        if known is not None:
-            (tmp / "texts.json").write_text(json.dumps(known.texts, ensure_ascii=False), encoding="utf-8")
-            np.save(tmp / "texts.npy", known.vectors, allow_pickle=False)
 
 
-def load_index(
-    folder: Path, embedder: Embedder, need_dense: bool
-) -> tuple[Units, DenseIndex | None, TextVectors] | None:
-    """The cached units, dense index (when needed) and index-time text vectors; None on a miss or damage."""
+def load_index(folder: Path, embedder: Embedder, need_dense: bool) -> tuple[Units, DenseIndex | None] | None:
+    """The cached units and dense index (when needed); None on a miss or damage."""
     try:
         data = json.loads((folder / "units.json").read_text(encoding="utf-8"))
         index = faiss.read_index(str(folder / "dense.faiss")) if need_dense else None
         chunks = [chunk_from_json(r) for r in data["chunks"]]
         parents = {r["id"]: chunk_from_json(r) for r in data["parents"]}
-        known = (
-            TextVectors(
-                json.loads((folder / "texts.json").read_text(encoding="utf-8")),
-                np.load(folder / "texts.npy", allow_pickle=False),
-            )
-            if (folder / "texts.json").exists()
-            else TextVectors([], np.zeros((0, 0), dtype=np.float32))
-        )
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
-        return None
-    if len(known.texts) != len(known.vectors):
         return None
     mark_used(folder)
     dense = DenseIndex(chunks, embedder, index) if index is not None else None
-    return Units(chunks, parents), dense, known
+    return Units(chunks, parents), dense
 
 
 _WORD = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
