@@ -53,8 +53,12 @@ class TraceBatch:
 
     def __enter__(self) -> TraceBatch:
         _swap.acquire()
-        _get_tracer(__name__)  # MLflow sets its tracer provider up on first use: before its processor is read
-        processor = _get_span_processor()  # None: tracing disabled, the roots are no-op spans
+        try:
+            _get_tracer(__name__)  # MLflow sets its tracer provider up on first use: before its processor is read
+            processor = _get_span_processor()  # None: tracing disabled, the roots are no-op spans
+        except BaseException:  # not entered: __exit__ will not run to let the lock go
+            _swap.release()
+            raise
         if processor is not None and hasattr(processor, "span_exporter"):
             self._processor, self._exporter = processor, processor.span_exporter
             # MLflow's batch span processor, when on, hands ended spans to its exporter from a thread
