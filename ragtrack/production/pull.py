@@ -37,9 +37,10 @@ from ragtrack.production.messages import Coverage, ProductionMessage, hash_user
 from ragtrack.production.sources import PulledMessage, Source, UserFeedback
 from ragtrack.records import ContextRecord, StageRecord
 from ragtrack.secrets import redact
-from ragtrack.tracking.production import WRITE_CHUNK, ProductionLog, Stored
+from ragtrack.tracking.production import ProductionLog, Stored
+from ragtrack.tracking.trace_writer import batches
 
-#: New messages gathered before they are written (:data:`WRITE_CHUNK` at a time): every write ends in a
+#: New messages gathered before they are written (a trace batch at a time): every write ends in a
 #: search that reads its traces back, so one write per message made a pull of 300 take minutes.
 WRITE_BATCH = 200
 
@@ -112,8 +113,7 @@ def _pull(
 
     def store() -> None:
         nonlocal unsaved
-        for i in range(0, len(pending), WRITE_CHUNK):  # oldest first, each chunk in the store before the next
-            chunk = pending[i : i + WRITE_CHUNK]
+        for chunk in batches(pending):  # oldest first, each chunk in the store before the next
             for message, trace_id in zip(chunk, log.write(chunk), strict=True):
                 index(message.app)[message.message_id] = Stored(
                     trace_id, message.rating, message.comment, None, message.user

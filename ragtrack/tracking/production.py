@@ -58,9 +58,6 @@ RETRIEVE_SPAN = "retrieve"
 SPANS = 2  # a complete production trace: the root and its retrieve span, and a span per workflow node
 NODE_SPANS = "node_spans"  # the root span's attribute: how many node spans the trace has
 WRITE_ATTEMPTS = 3  # a message whose trace the store did not keep is written again, this many times in all
-#: Messages a pull writes in one step (one :meth:`ProductionLog.write`, then a progress line): about 2 s
-#: of writing on a quiet machine, under the 10 s a command may stay silent on a loaded one.
-WRITE_CHUNK = 100
 _SIZE_STATS = "mlflow.trace.sizeStats"  # MLflow's trace metadata: {"num_spans": …} once the trace is written
 
 
@@ -149,7 +146,7 @@ class ProductionLog:
         did not keep whole (a span write lost) is written again, up to :data:`WRITE_ATTEMPTS` times in
         all; a write the store refused (a locked SQLite file, a full disk) is not tried again. What is
         still missing then is an error naming why (the pull's cursor does not move past it). Give it a
-        chunk of a pull at a time (:data:`WRITE_CHUNK`): a batch is held in memory whole."""
+        batch of a pull at a time (:func:`~ragtrack.tracking.trace_writer.batches`): it is held in memory whole."""
         with _store_errors("read back the production traces it wrote"):
             return self._write(messages)
 

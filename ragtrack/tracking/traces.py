@@ -54,7 +54,7 @@ from ragtrack.evaluation.judges import HEURISTIC
 from ragtrack.records import ContextRecord, ItemRecord, RunSummary, StageRecord
 from ragtrack.tracking.export_failures import cause
 from ragtrack.tracking.store import Store, Tag
-from ragtrack.tracking.trace_writer import TraceBatch
+from ragtrack.tracking.trace_writer import TraceBatch, batches
 
 log = logging.getLogger(__name__)
 
@@ -84,16 +84,14 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
     )
     wrote: list[str] = []
     said: list[str] = []  # what the store said when a write failed
-    for batch in _batches([r for r in records if r.id not in done]):
+    for batch in batches([r for r in records if r.id not in done]):
         with TraceBatch(store.client) as traces:
-            traced = [r.id for r in batch if _trace(store, run, model_id, r, source, traces)]
+            wrote += [r.id for r in batch if _trace(store, run, model_id, r, source, traces)]
         try:
             traces.write(store.experiment_id)
         except MlflowException as e:  # the read-back below finds what was stored before it failed
             said.append(str(e.message))
-            wrote += traced
             break
-        wrote += traced
     if wrote:
         # A run missing traces must not be closed as complete: left unfinished, the same command logs
         # them again.
@@ -105,15 +103,6 @@ def log_traces(store: Store, run: RunSummary, model_id: str | None, records: lis
                 "the run is left unfinished: fix the store, then run the same command again to finish it"
             )
     return len(wrote)
-
-
-#: Items whose traces are written in one batch (held in memory whole until written).
-TRACE_BATCH = 100
-
-
-def _batches(records: list[ItemRecord]) -> Iterator[list[ItemRecord]]:
-    for i in range(0, len(records), TRACE_BATCH):
-        yield records[i : i + TRACE_BATCH]
 
 
 def item_traces(store: Store, run_id: str) -> dict[str, list[TraceInfo]]:
